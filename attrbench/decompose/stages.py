@@ -1,0 +1,136 @@
+"""The steps a layer's output is decomposed through, each written once and reused by every scope.
+
+A decomposition of rows ``i`` (a chunk of c output tokens) is ``parts`` (c, m, d) — the vector
+``F_i(x_j)`` that input token ``j`` contributes — plus ``bias`` (c, d), with
+``y_i = sum_j parts[i, j] + bias[i]`` (completeness). References: Kobayashi et al. 2020/2021/2024,
+Ferrando et al. 2022; the derivations are in docs/DESIGN.md §2.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..models.spec import LayerSpec, Linear, NormSpec
+
+
+def value_vectors(spec: LayerSpec, attn_in: torch.Tensor, value_bias: str,
+                  ln_parts: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-head transformed values ``v^h_j = (x_j W_V^h + b_V^h) W_O^h`` (H, n, d) and the ATTN bias.
+
+    ``value_bias="token"`` keeps every constant of the value path (b_V, and a Pre-LN's beta) in the
+    token's vector, as the reference code of Kobayashi 2020/2021 and ALTI does; ``"bias"`` moves it
+    to the bias (``b_V W_O + b_O``, Kobayashi 2024 Eq. 7) — exact either way because attention rows
+    sum to one. ``ln_parts`` is the token part of a Pre-LN's LN1 output (without beta).
+    """
+    H, kv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
+    w_o = spec.out_proj.weight.reshape(H, dh, -1)
+    kv_of_head = torch.arange(H) // (H // kv)  # grouped-query attention: heads share kv heads
+
+    def per_head(v: torch.Tensor) -> torch.Tensor:  # (..., kv*dh) -> (..., H, dh)
+        return v.reshape(*v.shape[:-1], kv, dh)[..., kv_of_head, :]
+
+    bias = spec.out_proj.bias if spec.out_proj.bias is not None else torch.zeros_like(w_o[0, 0])
+    if value_bias == "token":
+        values = per_head(spec.value(attn_in))
+    else:
+        token_in = attn_in if ln_parts is None else ln_parts
+        values = per_head(token_in @ spec.value.weight)
+        constant = spec.value(attn_in[:1] - token_in[:1])[0]  # b_V (+ beta W_V for Pre-LN)
+        bias = bias + torch.einsum("he,hed->d", per_head(constant), w_o)
+    return torch.einsum("nhe,hed->hnd", values, w_o), bias
+
+
+def mix_heads(alpha: torch.Tensor, per_head: torch.Tensor) -> torch.Tensor:
+    """``sum_h alpha[h, i, j] * per_head[h, j]``: (H, c, m) x (H, m, k) -> (c, m, k)."""
+    return torch.einsum("hij,hjk->ijk", alpha, per_head)
+
+
+def add_to_own_token(parts: torch.Tensor, rows: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+    """Residual connection: token i's own input goes to the part of j = i (in place)."""
+    parts[torch.arange(len(rows)), rows] += residual
+    return parts
+
+
+def norm_parts(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec,
+               scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """LayerNorm/RMSNorm of a sum, split linearly with the real scale ``s(z)`` (c,).
+
+    ``LN(sum_j z_j + b) = sum_j (z_j - m(z_j)) / s * gamma + [(b - m(b)) / s * gamma + beta]``;
+    RMSNorm is the same without centring.
+    """
+    if norm.kind == "layer":
+        parts = parts - parts.mean(-1, keepdim=True)
+        bias = bias - bias.mean(-1, keepdim=True)
+    parts = parts / scale[:, None, None]
+    bias = bias / scale[:, None]
+    if norm.gamma is not None:
+        parts = parts * norm.gamma
+        bias = bias * norm.gamma
+    if norm.beta is not None:
+        bias = bias + norm.beta
+    return parts, bias
+
+
+def folded_norm_weight(norm: NormSpec, linear: Linear) -> torch.Tensor:
+    """``W' = C diag(gamma) W`` so that ``norm_part(z) @ W = (z @ W') / s`` (C centres for LayerNorm).
+
+    Lets the FF's first projection act on the n per-head value vectors once, instead of on all
+    n^2 parts (DESIGN.md §3).
+    """
+    w = linear.weight if norm.gamma is None else norm.gamma[:, None] * linear.weight
+    return w - w.mean(0, keepdim=True) if norm.kind == "layer" else w
+
+
+def _activation_slope_at_zero(activation, like: torch.Tensor) -> torch.Tensor:
+    zero = torch.zeros(1, dtype=like.dtype, requires_grad=True)
+    with torch.enable_grad():
+        (slope,) = torch.autograd.grad(activation(zero).sum(), zero)
+    return slope
+
+
+def ig_share(activation, total: torch.Tensor) -> torch.Tensor:
+    """Exact zero-baseline IG of ``g(sum_j p_j)`` in closed form: ``IG_j = p_j * g(s) / s``.
+
+    ``∫_0^1 g'(a s) da = (g(s) - g(0)) / s`` with g(0) = 0: the integral splits g(s) in proportion
+    to the parts, no quadrature needed. At s -> 0 the factor tends to g'(0).
+    """
+    out = activation(total)
+    tiny = total.abs() <= torch.finfo(total.dtype).tiny ** 0.5
+    safe = torch.where(tiny, torch.ones_like(total), total)
+    return torch.where(tiny, _activation_slope_at_zero(activation, total), out / safe)
+
+
+_GL_NODES = 96
+
+
+def gated_ig_factors(activation, gate_total: torch.Tensor,
+                     up_total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Exact IG factors of ``g(S_a) * S_c`` along the straight path from zero (gated FF).
+
+    ``IG(a_j) = a_j * S_c * I1``, ``IG(c_j) = c_j * I0`` with ``I0 = ∫ g(t S_a) dt`` and
+    ``I1 = ∫ t g'(t S_a) dt = (g(S_a) - I0) / S_a``. I0 is one shared 1-D integral per element
+    (Gauss-Legendre); I1 from the identity keeps completeness exact. Returns (S_c * I1, I0).
+    """
+    nodes, weights = np.polynomial.legendre.leggauss(_GL_NODES)
+    nodes = torch.as_tensor((nodes + 1) / 2, dtype=gate_total.dtype)
+    weights = torch.as_tensor(weights / 2, dtype=gate_total.dtype)
+    i0 = torch.zeros_like(gate_total)
+    i1_quad = torch.zeros_like(gate_total)
+    small = gate_total.abs() < 1e-3
+    for t, w in zip(nodes, weights):
+        point = (t * gate_total).requires_grad_(True)
+        with torch.enable_grad():
+            value = activation(point)
+            (slope,) = torch.autograd.grad(value.sum(), point)
+        i0 += w * value.detach()
+        i1_quad += w * t * slope
+    safe = torch.where(small, torch.ones_like(gate_total), gate_total)
+    i1 = torch.where(small, i1_quad, (activation(gate_total) - i0) / safe)
+    return up_total * i1, i0
+
+
+def relative_residual(parts_sum: torch.Tensor, bias: torch.Tensor, real: torch.Tensor) -> float:
+    """max_i ||sum_j parts + bias - y_i|| / ||y_i||: how far the decomposition is from the forward."""
+    err = torch.linalg.vector_norm(parts_sum + bias - real, dim=-1)
+    ref = torch.linalg.vector_norm(real, dim=-1).clamp_min(torch.finfo(real.dtype).tiny)
+    return float((err / ref).max())

@@ -1,0 +1,200 @@
+"""Model adapter: a loaded HF model + tokenizer, checked, encoded, and its forward pass captured.
+
+The real forward pass is read through forward hooks at every scope boundary of every layer
+(layer input, attention output, both norms' inputs and outputs, FF output, layer output), so the
+decomposition can be checked against it. Attention probabilities come from
+``output_attentions=True``, which needs eager attention in transformers 5.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
+from typing import Iterator, Optional, Sequence
+
+import torch
+from torch import nn
+
+from ..errors import InputError, ModelLoadError
+from .architectures import ARCHITECTURES, architecture_of
+from .spec import LayerSpec
+
+
+@dataclass
+class Batch:
+    """Token ids right-padded to the longest sequence; ``lengths`` are the real lengths."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    lengths: list[int]
+    tokens: list[list[str]]
+    truncated: list[bool]
+
+
+@dataclass
+class LayerCapture:
+    """The real tensors at one layer's scope boundaries, (B, n, ...) or sliced to one sequence."""
+
+    x: torch.Tensor  # layer input
+    attn_probs: torch.Tensor  # (B, H, n, n)
+    attn_out: torch.Tensor  # attention block output (o-proj, with bias)
+    ln1_in: torch.Tensor
+    ln1_out: torch.Tensor
+    ln2_in: torch.Tensor
+    ln2_out: torch.Tensor
+    ff_out: torch.Tensor
+    out: torch.Tensor  # layer output
+
+    def sequence(self, b: int, n: int) -> "LayerCapture":
+        values = {f.name: getattr(self, f.name)[b] for f in fields(self)}
+        values = {k: (v[:, :n, :n] if k == "attn_probs" else v[:n]) for k, v in values.items()}
+        return LayerCapture(**values)
+
+
+def _first(value):
+    return value[0] if isinstance(value, (tuple, list)) else value
+
+
+class TransformerAdapter:
+    """One call shape over every supported architecture: ``encode`` texts, ``capture`` their forward."""
+
+    def __init__(self, model: nn.Module, tokenizer, name: str, source: Optional[str] = None):
+        impl = getattr(model.config, "_attn_implementation", None)
+        if impl != "eager":
+            raise ModelLoadError(
+                f"model '{name}' uses attn_implementation='{impl}', which returns no attention weights in "
+                "transformers 5; load it with attn_implementation='eager'")
+        self.architecture = architecture_of(model)
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.name = name
+        self.source = source or name
+        for pname, param in model.named_parameters():
+            if not torch.isfinite(param).all():
+                raise ModelLoadError(f"model '{name}' has NaN/inf in weight '{pname}'; the weights are corrupt: "
+                                     "re-download or rebuild them")
+        self.layers: list[LayerSpec] = self.architecture.read_layers(model.base_model, model.config)
+        self._check_activation()
+        if tokenizer.pad_token is None:  # decoders: padding is masked out, any id will do
+            tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
+        tokenizer.padding_side = "right"
+
+    # -- facts -------------------------------------------------------------------------------
+    @property
+    def dtype(self) -> torch.dtype:
+        return next(self.model.parameters()).dtype
+
+    @property
+    def norm_first(self) -> bool:
+        return self.layers[0].norm_first
+
+    @property
+    def causal(self) -> bool:
+        return self.architecture.causal
+
+    @property
+    def n_layers(self) -> int:
+        return len(self.layers)
+
+    @property
+    def max_positions(self) -> int:
+        config = self.model.config
+        limit = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
+        if config.model_type == "roberta":  # positions start after padding_idx
+            limit -= config.pad_token_id + 1
+        tok_limit = getattr(self.tokenizer, "model_max_length", None)
+        if tok_limit and tok_limit < 1_000_000:
+            limit = min(limit, tok_limit) if limit else tok_limit
+        return int(limit)
+
+    def _check_activation(self) -> None:
+        zero = torch.zeros(1, dtype=self.dtype)
+        for spec in self.layers:
+            if spec.ff.activation(zero).abs().item() != 0.0:
+                raise ModelLoadError(
+                    f"FF activation {type(spec.ff.activation).__name__} has g(0) != 0; the zero-baseline "
+                    "IG decomposition needs g(0) = 0")
+
+    def to(self, dtype: torch.dtype) -> "TransformerAdapter":
+        if dtype != self.dtype:
+            self.model.to(dtype)
+            self.layers = self.architecture.read_layers(self.model.base_model, self.model.config)
+        return self
+
+    # -- input -------------------------------------------------------------------------------
+    def encode(self, texts: Sequence[str], truncate: bool = False) -> Batch:
+        if isinstance(texts, str):
+            texts = [texts]
+        if not texts:
+            raise InputError("no text given: pass at least one non-empty text")
+        for text in texts:
+            if not isinstance(text, str) or not text.strip():
+                raise InputError("empty text: give at least one word of text")
+        limit = self.max_positions
+        ids = [self.tokenizer(t, truncation=False)["input_ids"] for t in texts]
+        truncated = [len(i) > limit for i in ids]
+        if any(truncated) and not truncate:
+            longest = max(len(i) for i in ids)
+            raise InputError(f"text is {longest} tokens but '{self.name}' takes at most {limit}: shorten it "
+                             "or pass truncate=True (--truncate) to cut it explicitly")
+        ids = [i[:limit] for i in ids]
+        if any(len(i) == 0 for i in ids):
+            raise InputError("a text tokenised to no tokens: give at least one word of text")
+        n = max(len(i) for i in ids)
+        pad = self.tokenizer.pad_token_id
+        input_ids = torch.full((len(ids), n), pad, dtype=torch.long)
+        mask = torch.zeros((len(ids), n), dtype=torch.long)
+        for b, seq in enumerate(ids):
+            input_ids[b, : len(seq)] = torch.tensor(seq)
+            mask[b, : len(seq)] = 1
+        tokens = [self.tokenizer.convert_ids_to_tokens(seq) for seq in ids]
+        return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated)
+
+    # -- forward -----------------------------------------------------------------------------
+    @contextmanager
+    def _hooks(self, store: list[dict]) -> Iterator[None]:
+        handles = []
+
+        def keep(i, key, which):
+            def hook(module, args, output):
+                store[i][key] = (_first(args) if which == "in" else _first(output)).detach()
+            return hook
+
+        for i, spec in enumerate(self.layers):
+            points = [(spec.layer, "x", "in"), (spec.layer, "out", "out"),
+                      (spec.attn_out_module, "attn_out", "out"),
+                      (spec.ln1.module, "ln1_in", "in"), (spec.ln1.module, "ln1_out", "out"),
+                      (spec.ln2.module, "ln2_in", "in"), (spec.ln2.module, "ln2_out", "out"),
+                      (spec.ff_out_module, "ff_out", "out")]
+            handles += [module.register_forward_hook(keep(i, key, which)) for module, key, which in points]
+        try:
+            yield
+        finally:
+            for handle in handles:
+                handle.remove()
+
+    @torch.no_grad()
+    def capture(self, batch: Batch) -> list[LayerCapture]:
+        """Run the unmodified model once and return the real tensors at every scope boundary."""
+        store: list[dict] = [{} for _ in self.layers]
+        with self._hooks(store):
+            output = self.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,
+                                           output_attentions=True)
+        attentions = getattr(output, "attentions", None)
+        if not attentions or len(attentions) != len(self.layers) or any(a is None for a in attentions):
+            raise ModelLoadError(f"model '{self.name}' returned no attention weights; load it with "
+                                 "attn_implementation='eager'")
+        captures = []
+        for layer_store, probs in zip(store, attentions):
+            shape = layer_store["x"].shape  # OPT flattens tokens inside its FF: restore (B, n, d)
+            tensors = {k: v.reshape(shape) for k, v in layer_store.items()}
+            captures.append(LayerCapture(attn_probs=probs.detach(), **tensors))
+        for i, cap in enumerate(captures):
+            mask = batch.attention_mask.bool()
+            if not torch.isfinite(cap.out[mask]).all():
+                raise InputError(f"the forward pass of '{self.name}' produced NaN/inf at layer {i}; "
+                                 "use dtype float32 or float64")
+        return captures
+
+
+def supported_architectures() -> dict[str, str]:
+    return {name: arch.description for name, arch in ARCHITECTURES.items()}
