@@ -7,6 +7,8 @@ Ferrando et al. 2022; the derivations are in docs/DESIGN.md §2.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
@@ -103,6 +105,13 @@ def ig_share(activation, total: torch.Tensor) -> torch.Tensor:
 _GL_NODES = 96
 
 
+@functools.lru_cache(maxsize=None)
+def _gauss_legendre_unit(count: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes and weights of count-point Gauss-Legendre quadrature on [0, 1]."""
+    nodes, weights = np.polynomial.legendre.leggauss(count)
+    return (nodes + 1) / 2, weights / 2
+
+
 def gated_ig_factors(activation, gate_total: torch.Tensor,
                      up_total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Exact IG factors of ``g(S_a) * S_c`` along the straight path from zero (gated FF).
@@ -111,21 +120,18 @@ def gated_ig_factors(activation, gate_total: torch.Tensor,
     ``I1 = ∫ t g'(t S_a) dt = (g(S_a) - I0) / S_a``. I0 is one shared 1-D integral per element
     (Gauss-Legendre); I1 from the identity keeps completeness exact. Returns (S_c * I1, I0).
     """
-    nodes, weights = np.polynomial.legendre.leggauss(_GL_NODES)
-    nodes = torch.as_tensor((nodes + 1) / 2, dtype=gate_total.dtype)
-    weights = torch.as_tensor(weights / 2, dtype=gate_total.dtype)
+    nodes, weights = (torch.as_tensor(a, dtype=gate_total.dtype) for a in _gauss_legendre_unit(_GL_NODES))
     i0 = torch.zeros_like(gate_total)
-    i1_quad = torch.zeros_like(gate_total)
-    small = gate_total.abs() < 1e-3
     for t, w in zip(nodes, weights):
-        point = (t * gate_total).requires_grad_(True)
-        with torch.enable_grad():
-            value = activation(point)
-            (slope,) = torch.autograd.grad(value.sum(), point)
-        i0 += w * value.detach()
-        i1_quad += w * t * slope
+        i0 += w * activation(t * gate_total)
+    small = gate_total.abs() < 1e-3  # there (g(S) - I0) / S cancels: integrate t g'(t S) directly
     safe = torch.where(small, torch.ones_like(gate_total), gate_total)
-    i1 = torch.where(small, i1_quad, (activation(gate_total) - i0) / safe)
+    i1 = (activation(gate_total) - i0) / safe
+    if small.any():
+        points = (nodes[:, None] * gate_total[small][None, :]).requires_grad_(True)
+        with torch.enable_grad():
+            (slope,) = torch.autograd.grad(activation(points).sum(), points)
+        i1[small] = (weights[:, None] * nodes[:, None] * slope).sum(0)
     return up_total * i1, i0
 
 

@@ -1,0 +1,190 @@
+"""``attrbench`` command line. Every command takes ``--json``; errors are one line on stderr (exit 2)."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from .errors import AttrbenchError, InputError
+
+SAMPLE_TEXTS = {
+    "minilm-l6": "The keys to the old wooden cabinet are on the kitchen table.",
+    "smollm2-135m": "The keys to the old wooden cabinet are on the kitchen table.",
+}
+
+
+def _quiet_transformers() -> None:
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.logging.disable_progress_bar()
+
+
+def _parse_layers(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    layers: list[int] = []
+    for piece in (p.strip() for p in text.split(",")):
+        span = re.fullmatch(r"(\d+)-(\d+)", piece)
+        if span:
+            layers += range(int(span[1]), int(span[2]) + 1)
+        elif re.fullmatch(r"-?\d+", piece):
+            layers.append(int(piece))
+        else:
+            raise InputError(f"--layers '{text}' is not a list of layer numbers: write e.g. 0,2,5 or 0-3 or -1")
+    return layers
+
+
+def _csv(text: str | None) -> list[str] | None:
+    return [t.strip() for t in text.split(",") if t.strip()] if text else None
+
+
+def cmd_models(args) -> None:
+    from .models import list_models, supported_architectures
+
+    rows = list_models()
+    if args.json:
+        print(json.dumps({"models": rows, "architectures": supported_architectures()}, indent=1))
+        return
+    for row in rows:
+        print(f"{row['name']:<16} {row['kind']:<12} {row['description']}")
+    print("\nAlso: any local folder or hub id (org/name) of a supported architecture:")
+    for name, description in supported_architectures().items():
+        print(f"  {name:<11} {description}")
+
+
+def cmd_methods(args) -> None:
+    from .registry import METHODS
+
+    rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete,
+             "description": m.description, "reference": m.reference} for m in METHODS.all()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    for row in rows:
+        mark = "complete" if row["complete"] else ""
+        print(f"{row['name']:<15} {row['family']:<10} {mark:<9} {row['description']}")
+
+
+def cmd_decompose(args) -> None:
+    from . import decompose, load_model
+    from .plot import plot_maps
+
+    _quiet_transformers()
+    adapter = load_model(args.model, dtype=args.dtype)
+    results = decompose(adapter, args.text, scopes=_csv(args.scopes), layers=_parse_layers(args.layers),
+                        value_bias=args.value_bias, truncate=args.truncate, progress=not args.json)
+    if args.plot:
+        for k, dec in enumerate(results):
+            path = Path(args.plot) if len(results) == 1 else Path(args.plot).with_stem(f"{Path(args.plot).stem}-{k}")
+            plot_maps(dec, path, layer=args.plot_layer, scopes=_csv(args.plot_scopes))
+            print(f"wrote {path}", file=sys.stderr)
+    if args.json:
+        payload = [d.to_json() for d in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload))
+        return
+    import pandas as pd
+
+    np.set_printoptions(precision=3, suppress=True, linewidth=160)
+    for dec in results:
+        print(f"model {dec.model}  dtype {dec.dtype}  value bias {dec.value_bias}  layers {dec.layers}"
+              + ("  (truncated)" if dec.truncated else ""))
+        print("tokens:", " ".join(dec.tokens))
+        for scope, maps in dec.maps.items():
+            residual = dec.residuals.get(scope)
+            print(f"\n== {scope}" + ("" if residual is None else f"  (completeness residual {residual:.1e})"))
+            for layer, grid in zip(dec.layers, maps):
+                print(f"-- layer {layer}")
+                print(pd.DataFrame(grid, index=dec.tokens, columns=dec.tokens).round(3).to_string())
+
+
+def _context_share(maps: np.ndarray) -> np.ndarray:
+    """Per layer, the mean share of a row's norm mass that comes from other tokens."""
+    diag = np.diagonal(maps, axis1=1, axis2=2)
+    return (1 - diag / np.maximum(maps.sum(-1), 1e-30)).mean(-1)
+
+
+def cmd_run(args) -> None:
+    """The main job (until leaderboards land): decompose a sample sentence on the offline models."""
+    from . import decompose, load_model
+    from .plot import plot_maps
+
+    _quiet_transformers()
+    out = Path(args.out)
+    summary = []
+    for name in _csv(args.models):
+        adapter = load_model(name)
+        text = args.text or SAMPLE_TEXTS.get(name, SAMPLE_TEXTS["minilm-l6"])
+        dec = decompose(adapter, text, progress=not args.json)[0]
+        png = plot_maps(dec, out / f"{name}-last-layer.png")
+        (out / f"{name}.json").write_text(json.dumps(dec.to_json()))
+        scopes = [s for s in dec.maps if s != "attn_w"]
+        share = {s: _context_share(dec.maps[s]) for s in scopes}
+        summary.append({"model": name, "tokens": dec.tokens, "residuals": dec.residuals,
+                        "context_share_mean": {s: float(v.mean()) for s, v in share.items()},
+                        "heatmap": str(png), "maps": str(out / f"{name}.json")})
+        if not args.json:
+            print(f"\n{name}: {len(dec.tokens)} tokens, {adapter.n_layers} layers, {adapter.dtype}")
+            print("  tokens: " + " ".join(dec.tokens))
+            print(f"  {'scope':<15}{'completeness residual':>23}{'context share (mean over layers)':>35}")
+            for s in scopes:
+                print(f"  {s:<15}{dec.residuals[s]:>23.1e}{share[s].mean():>35.3f}")
+            print(f"  heatmaps of the last layer: {png}\n  all maps (JSON): {out / (name + '.json')}")
+    if args.json:
+        print(json.dumps(summary, indent=1))
+    else:
+        print("\ncontext share = 1 - own-token part / sum of parts, per row; how much a layer mixes tokens.")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="attrbench", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("models", help="list the models that load here")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_models)
+
+    p = sub.add_parser("methods", help="list the registered methods")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_methods)
+
+    p = sub.add_parser("decompose", help="per-layer, per-scope maps of a text, with completeness residuals")
+    p.add_argument("--model", required=True)
+    p.add_argument("--text", required=True, action="append", help="repeat for several texts")
+    p.add_argument("--scopes", help="comma-separated (default: all scopes of the model)")
+    p.add_argument("--layers", help="e.g. 0,2,5 or 0-3 (default: all)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--value-bias", default="token", choices=["token", "bias"],
+                   help="where the value bias b_V goes: each token's part (default) or the bias term")
+    p.add_argument("--truncate", action="store_true", help="cut texts longer than the model's positions")
+    p.add_argument("--plot", metavar="FILE.png", help="heatmaps of one layer, one panel per scope")
+    p.add_argument("--plot-layer", type=int, help="layer to plot (default: last)")
+    p.add_argument("--plot-scopes", help="scopes to plot (default: all decomposed)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_decompose)
+
+    p = sub.add_parser("run", help="the main job: decompose a sample sentence on the offline models")
+    p.add_argument("--models", default="minilm-l6,smollm2-135m")
+    p.add_argument("--text", help="a text of your own instead of the sample")
+    p.add_argument("--out", default="attrbench-out")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.func(args)
+    except AttrbenchError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

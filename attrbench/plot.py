@@ -1,0 +1,48 @@
+"""Figures: side-by-side heatmaps of one layer's maps (as Kobayashi et al. 2024, Fig. 9-10)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .decompose import Decomposition  # noqa: E402
+from .errors import InputError  # noqa: E402
+
+
+def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
+              scopes: Sequence[str] | None = None, title: str | None = None) -> Path:
+    """Write a PNG with one heatmap per scope for ``layer`` (default: the last decomposed layer)."""
+    layer = dec.layers[-1] if layer is None else layer % (max(dec.layers) + 1)
+    if layer not in dec.layers:
+        raise InputError(f"layer {layer} was not decomposed; decomposed layers: {dec.layers}")
+    scopes = list(scopes or dec.maps)
+    missing = [s for s in scopes if s not in dec.maps]
+    if missing:
+        raise InputError(f"scope(s) {', '.join(missing)} not decomposed; have {', '.join(dec.maps)}")
+    index = dec.layers.index(layer)
+    n = len(dec.tokens)
+    size = max(3.0, 0.28 * n + 1.5)
+    fig, axes = plt.subplots(1, len(scopes), figsize=(size * len(scopes), size + 0.6), squeeze=False)
+    labels = [t.replace("Ġ", "_") for t in dec.tokens]
+    for ax, scope in zip(axes[0], scopes):
+        data = dec.maps[scope][index]
+        im = ax.imshow(data, cmap="Reds", vmin=0, vmax=float(np.max(data)) or 1.0)
+        residual = dec.residuals.get(scope)
+        ax.set_title(scope + ("" if residual is None else f"\nresidual {residual:.0e}"), fontsize=9)
+        ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
+        ax.set_yticks(range(n), labels, fontsize=7)
+        ax.set_xlabel("input token j", fontsize=8)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    axes[0][0].set_ylabel("output token i", fontsize=8)
+    fig.suptitle(title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
