@@ -117,21 +117,22 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             factors = stages.gated_ig_factors(ff.activation, ff.w_in(ff_in), ff.up(ff_in))
         else:
             factors = (stages.ig_share(ff.activation, ff.w_in(ff_in)),)
-        d_ff = ff.w_out.weight.shape[0]
-        rows_per_chunk = max(1, min(n, chunk_bytes // max(1, n * d_ff * cap.x.element_size())))
-    else:
-        rows_per_chunk = max(1, min(n, chunk_bytes // max(1, n * d * cap.x.element_size())))
+    # Equal row chunks whose widest tensor, (n, rows, d' or d), stays within chunk_bytes.
+    width = ff.w_out.weight.shape[0] if want_ff else d
+    rows_max = max(1, min(n, chunk_bytes // max(1, n * width * cap.x.element_size())))
+    rows_per_chunk = -(-n // -(-n // rows_max))
 
     def record(scope: str, parts: torch.Tensor, bias: torch.Tensor, r0: int, r1: int) -> None:
+        """Norm map and completeness residual of one chunk of (m, c, d) parts."""
         if scope not in residuals:
             return
-        m = parts.shape[1]
-        maps[scope][r0:r1, :m] = torch.linalg.vector_norm(parts, dim=-1)
+        m = parts.shape[0]
+        maps[scope][r0:r1, :m] = torch.linalg.vector_norm(parts, dim=-1).T
         residuals[scope] = max(residuals[scope],
-                               stages.relative_residual(parts.sum(1), bias, targets[scope][r0:r1]))
-        if keep_parts:
+                               stages.relative_residual(parts.sum(0), bias, targets[scope][r0:r1]))
+        if keep_parts:  # handed out row-major: (i, j, d)
             full = parts.new_zeros(r1 - r0, n, d)
-            full[:, :m] = parts
+            full[:, :m] = parts.transpose(0, 1)
             kept[scope].append((full, bias.clone()))
 
     for r0 in range(0, n, rows_per_chunk):
@@ -150,7 +151,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             ff_in_parts, ff_in_bias = stages.norm_parts(atb, atb_bias, spec.ln2, ff_scale[r0:r1])
             record("atb_ln", ff_in_parts, ff_in_bias, r0, r1)
         else:
-            atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1])
+            atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=not keep_parts)
             record("atb", atb, atb_bias, r0, r1)
             ff_in_bias = atb_bias
         if not want_ff:
@@ -159,15 +160,15 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         pre = []
         for per_head, own, proj in zip(per_head_pre, own_pre, projections):
             p = stages.add_to_own_token(stages.mix_heads(alpha, per_head[:, :m]), rows, own[r0:r1])
-            pre.append((p.div_(ff_scale[r0:r1, None, None]), proj(ff_in_bias)))
+            pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
         if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
             (gate, gate_bias), (up, up_bias) = pre
             k1, k0 = factors[0][r0:r1], factors[1][r0:r1]
-            act = gate.mul_(k1[:, None]).add_(up.mul_(k0[:, None]))
+            act = gate.mul_(k1).add_(up.mul_(k0))
             act_bias = gate_bias * k1 + up_bias * k0
         else:  # IG(p_j) = p_j g(S)/S
             (p, p_bias), share = pre[0], factors[0][r0:r1]
-            act, act_bias = p.mul_(share[:, None]), p_bias * share
+            act, act_bias = p.mul_(share), p_bias * share
         ff_parts = act @ ff.w_out.weight
         ff_bias = ff.w_out(act_bias)
         del act, pre
@@ -175,7 +176,8 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         res_parts, res_bias = ff_parts.add_(atb), ff_bias + atb_bias  # RES2
         record("atb_ln_ff_res" if norm_first else "atb_ff_res", res_parts, res_bias, r0, r1)
         if not norm_first:
-            ln_parts, ln_bias = stages.norm_parts(res_parts, res_bias, spec.ln2, out_scale[r0:r1])
+            ln_parts, ln_bias = stages.norm_parts(res_parts, res_bias, spec.ln2, out_scale[r0:r1],
+                                                  inplace=not keep_parts)
             record("atb_ff_res_ln", ln_parts, ln_bias, r0, r1)
 
     parts_out = {s: (torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks]))

@@ -1,8 +1,9 @@
 """The steps a layer's output is decomposed through, each written once and reused by every scope.
 
-A decomposition of rows ``i`` (a chunk of c output tokens) is ``parts`` (c, m, d) — the vector
-``F_i(x_j)`` that input token ``j`` contributes — plus ``bias`` (c, d), with
-``y_i = sum_j parts[i, j] + bias[i]`` (completeness). References: Kobayashi et al. 2020/2021/2024,
+A decomposition of rows ``i`` (a chunk of c output tokens) is ``parts`` (m, c, d) — stored
+input-major, ``parts[j, i]`` is the vector ``F_i(x_j)`` that input token ``j`` contributes, so the
+batched head mixing writes exactly the layout the FF projection reads, with no copy — plus
+``bias`` (c, d), with ``y_i = sum_j parts[j, i] + bias[i]`` (completeness). References: Kobayashi et al. 2020/2021/2024,
 Ferrando et al. 2022; the derivations are in docs/DESIGN.md §2.
 """
 from __future__ import annotations
@@ -43,31 +44,31 @@ def value_vectors(spec: LayerSpec, attn_in: torch.Tensor, value_bias: str,
 
 
 def mix_heads(alpha: torch.Tensor, per_head: torch.Tensor) -> torch.Tensor:
-    """``sum_h alpha[h, i, j] * per_head[h, j]``: (H, c, m) x (H, m, k) -> (c, m, k)."""
-    return torch.einsum("hij,hjk->ijk", alpha, per_head)
+    """``sum_h alpha[h, i, j] * per_head[h, j]``: (H, c, m) x (H, m, k) -> (m, c, k), one batched matmul."""
+    return torch.bmm(alpha.permute(2, 1, 0), per_head.transpose(0, 1))
 
 
 def add_to_own_token(parts: torch.Tensor, rows: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     """Residual connection: token i's own input goes to the part of j = i (in place)."""
-    parts[torch.arange(len(rows)), rows] += residual
+    parts[rows, torch.arange(len(rows))] += residual
     return parts
 
 
-def norm_parts(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec,
-               scale: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def norm_parts(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec, scale: torch.Tensor,
+               inplace: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """LayerNorm/RMSNorm of a sum, split linearly with the real scale ``s(z)`` (c,).
 
     ``LN(sum_j z_j + b) = sum_j (z_j - m(z_j)) / s * gamma + [(b - m(b)) / s * gamma + beta]``;
-    RMSNorm is the same without centring.
+    RMSNorm is the same without centring. ``inplace`` reuses ``parts`` when the caller is done with it.
     """
+    factor = 1 / scale[:, None] if norm.gamma is None else norm.gamma / scale[:, None]  # (c, d)
+    if not inplace:
+        parts = parts.clone()
     if norm.kind == "layer":
-        parts = parts - parts.mean(-1, keepdim=True)
+        parts.sub_(parts.mean(-1, keepdim=True))
         bias = bias - bias.mean(-1, keepdim=True)
-    parts = parts / scale[:, None, None]
-    bias = bias / scale[:, None]
-    if norm.gamma is not None:
-        parts = parts * norm.gamma
-        bias = bias * norm.gamma
+    parts.mul_(factor)
+    bias = bias * factor
     if norm.beta is not None:
         bias = bias + norm.beta
     return parts, bias
