@@ -35,7 +35,7 @@ VALUE_BIAS = ("token", "bias")
 TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-4}
 # float64 runs of models that normalise or softmax in float32 internally are only float32-exact there.
 FLOAT32_INTERNALS_TOLERANCE = 1e-6
-DEFAULT_CHUNK_BYTES = 64 * 2**20
+DEFAULT_CHUNK_BYTES = 32 * 2**20
 
 
 def scopes_for(norm_first: bool) -> tuple[str, ...]:
@@ -80,8 +80,9 @@ def _targets(cap: LayerCapture, norm_first: bool) -> dict[str, torch.Tensor]:
 
 def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *, causal: bool,
                     value_bias: str = "token", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                    keep_parts: bool = False) -> LayerDecomposition:
+                    keep_parts: bool = False, workspace: stages.Workspace | None = None) -> LayerDecomposition:
     """Decompose one layer of one sequence (``cap`` sliced to its n real tokens)."""
+    ws = workspace or stages.Workspace()
     order = scopes_for(spec.norm_first)
     deepest = max(order.index(s) for s in scopes)
     n, d = cap.x.shape
@@ -140,7 +141,8 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         rows = torch.arange(r0, r1)
         m = r1 if causal else n  # causal rows see only j <= i
         alpha = cap.attn_probs[:, r0:r1, :m]
-        parts = stages.mix_heads(alpha, values[:, :m])
+        c = r1 - r0
+        parts = stages.mix_heads(alpha, values[:, :m], out=ws.get("attn", (m, c, d), cap.x))
         bias = attn_bias.expand(r1 - r0, d)
         record("attn_n", parts, bias, r0, r1)
         parts = stages.add_to_own_token(parts, rows, cap.x[r0:r1])  # RES1
@@ -158,8 +160,9 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             continue
         # FF input parts projected through W_in (folded: mixes per-head projections, no n^2 d d').
         pre = []
-        for per_head, own, proj in zip(per_head_pre, own_pre, projections):
-            p = stages.add_to_own_token(stages.mix_heads(alpha, per_head[:, :m]), rows, own[r0:r1])
+        for k, (per_head, own, proj) in enumerate(zip(per_head_pre, own_pre, projections)):
+            p = stages.mix_heads(alpha, per_head[:, :m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
+            p = stages.add_to_own_token(p, rows, own[r0:r1])
             pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
         if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
             (gate, gate_bias), (up, up_bias) = pre
@@ -169,7 +172,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         else:  # IG(p_j) = p_j g(S)/S
             (p, p_bias), share = pre[0], factors[0][r0:r1]
             act, act_bias = p.mul_(share), p_bias * share
-        ff_parts = act @ ff.w_out.weight
+        ff_parts = torch.mm(act.view(m * c, -1), ff.w_out.weight, out=ws.get("ff", (m * c, d), cap.x)).view(m, c, d)
         ff_bias = ff.w_out(act_bias)
         del act, pre
         record("atb_ln_ff" if norm_first else "atb_ff", ff_parts, ff_bias, r0, r1)
@@ -240,6 +243,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
     captures = adapter.capture(batch)
     results = []
     steps = tqdm(total=len(batch.lengths) * len(layers), desc="decompose", disable=not progress, unit="layer")
+    workspace = stages.Workspace()
     with torch.no_grad():
         for b, n in enumerate(batch.lengths):
             per_layer = []
@@ -247,7 +251,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                 cap = captures[layer].sequence(b, n)
                 per_layer.append(decompose_layer(adapter.layers[layer], cap, scopes, causal=adapter.causal,
                                                  value_bias=value_bias, chunk_bytes=chunk_bytes,
-                                                 keep_parts=keep_parts))
+                                                 keep_parts=keep_parts, workspace=workspace))
                 steps.update()
                 for scope, res in per_layer[-1].residuals.items():
                     if not res <= tol:

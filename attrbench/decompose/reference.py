@@ -43,7 +43,7 @@ def ff_parts_reference(ff: FeedForwardSpec, in_parts: torch.Tensor, in_bias: tor
                 p[-1] += proj.bias
         attributions = _ig(ff.activation, ff, tuple(projections), steps)
         act = sum(attributions)  # IG of gate and up parts of the same token add up
-        out = act @ ff.w_out.weight
+        out = (act @ ff.w_out.weight).detach()
         parts.append(out[:-1])
         biases.append(out[-1] + (ff.w_out.bias if ff.w_out.bias is not None else 0))
     return torch.stack(parts), torch.stack(biases)
