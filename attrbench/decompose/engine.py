@@ -112,7 +112,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         ff_in = cap.ln2_out if norm_first else cap.ln1_out
         projections = [ff.w_in] + ([ff.up] if ff.gated else [])
         folded = [stages.folded_norm_weight(ff_norm, p) for p in projections]
-        per_head_pre = [values @ w for w in folded]  # (H, n, d') per projection
+        per_head_pre = [(values.flatten(0, 1) @ w).view(n, spec.n_heads, -1) for w in folded]  # (n, H, d')
         own_pre = [cap.x @ w for w in folded]  # residual token's share, (n, d')
         if ff.gated:
             factors = stages.gated_ig_factors(ff.activation, ff.w_in(ff_in), ff.up(ff_in))
@@ -140,9 +140,9 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         r1 = min(n, r0 + rows_per_chunk)
         rows = torch.arange(r0, r1)
         m = r1 if causal else n  # causal rows see only j <= i
-        alpha = cap.attn_probs[:, r0:r1, :m]
+        alpha_t = cap.attn_probs[:, r0:r1, :m].permute(2, 1, 0).contiguous()  # (m, c, H)
         c = r1 - r0
-        parts = stages.mix_heads(alpha, values[:, :m], out=ws.get("attn", (m, c, d), cap.x))
+        parts = stages.mix_heads(alpha_t, values[:m], out=ws.get("attn", (m, c, d), cap.x))
         bias = attn_bias.expand(r1 - r0, d)
         record("attn_n", parts, bias, r0, r1)
         parts = stages.add_to_own_token(parts, rows, cap.x[r0:r1])  # RES1
@@ -161,7 +161,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         # FF input parts projected through W_in (folded: mixes per-head projections, no n^2 d d').
         pre = []
         for k, (per_head, own, proj) in enumerate(zip(per_head_pre, own_pre, projections)):
-            p = stages.mix_heads(alpha, per_head[:, :m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
+            p = stages.mix_heads(alpha_t, per_head[:m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
             p = stages.add_to_own_token(p, rows, own[r0:r1])
             pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
         if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
