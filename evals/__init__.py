@@ -1,0 +1,1 @@
+"""Built-in evaluation plugins (installed as ``attrbench.evals``); none are registered yet."""
