@@ -27,9 +27,13 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
     index = dec.layers.index(layer)
     n = len(dec.tokens)
     size = max(3.0, 0.28 * n + 1.5)
-    fig, axes = plt.subplots(1, len(scopes), figsize=(size * len(scopes), size + 0.6), squeeze=False)
+    cols = min(4, len(scopes))
+    rows = -(-len(scopes) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.4) * rows + 0.4), squeeze=False)
     labels = [t.replace("Ġ", "_") for t in dec.tokens]
-    for ax, scope in zip(axes[0], scopes):
+    for ax in axes.flat[len(scopes):]:
+        ax.axis("off")
+    for ax, scope in zip(axes.flat, scopes):
         data = dec.maps[scope][index]
         im = ax.imshow(data, cmap="Reds", vmin=0, vmax=float(np.max(data)) or 1.0)
         residual = dec.residuals.get(scope)
@@ -38,7 +42,8 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
         ax.set_yticks(range(n), labels, fontsize=7)
         ax.set_xlabel("input token j", fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    axes[0][0].set_ylabel("output token i", fontsize=8)
+    for row in axes:
+        row[0].set_ylabel("output token i", fontsize=8)
     fig.suptitle(title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})", fontsize=10)
     fig.tight_layout()
     path = Path(path)
