@@ -124,7 +124,8 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     rows_per_chunk = -(-n // -(-n // rows_max))
 
     def record(scope: str, parts: torch.Tensor, bias: torch.Tensor, r0: int, r1: int) -> None:
-        """Norm map and completeness residual of one chunk of (m, c, d) parts."""
+        """Norm map and completeness residual of one chunk of (m, c, d) parts (kept parts are copies,
+        so the stages may overwrite ``parts`` afterwards)."""
         if scope not in residuals:
             return
         m = parts.shape[0]
@@ -138,12 +139,11 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
 
     for r0 in range(0, n, rows_per_chunk):
         r1 = min(n, r0 + rows_per_chunk)
-        rows = torch.arange(r0, r1)
+        rows, c = torch.arange(r0, r1), r1 - r0
         m = r1 if causal else n  # causal rows see only j <= i
         alpha_t = cap.attn_probs[:, r0:r1, :m].permute(2, 1, 0).contiguous()  # (m, c, H)
-        c = r1 - r0
         parts = stages.mix_heads(alpha_t, values[:m], out=ws.get("attn", (m, c, d), cap.x))
-        bias = attn_bias.expand(r1 - r0, d)
+        bias = attn_bias.expand(c, d)
         record("attn_n", parts, bias, r0, r1)
         parts = stages.add_to_own_token(parts, rows, cap.x[r0:r1])  # RES1
         record("attn_res_n", parts, bias, r0, r1)
@@ -153,7 +153,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             ff_in_parts, ff_in_bias = stages.norm_parts(atb, atb_bias, spec.ln2, ff_scale[r0:r1])
             record("atb_ln", ff_in_parts, ff_in_bias, r0, r1)
         else:
-            atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=not keep_parts)
+            atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=True)
             record("atb", atb, atb_bias, r0, r1)
             ff_in_bias = atb_bias
         if not want_ff:
@@ -179,8 +179,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         res_parts, res_bias = ff_parts.add_(atb), ff_bias + atb_bias  # RES2
         record("atb_ln_ff_res" if norm_first else "atb_ff_res", res_parts, res_bias, r0, r1)
         if not norm_first:
-            ln_parts, ln_bias = stages.norm_parts(res_parts, res_bias, spec.ln2, out_scale[r0:r1],
-                                                  inplace=not keep_parts)
+            ln_parts, ln_bias = stages.norm_parts(res_parts, res_bias, spec.ln2, out_scale[r0:r1], inplace=True)
             record("atb_ff_res_ln", ln_parts, ln_bias, r0, r1)
 
     parts_out = {s: (torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks]))
