@@ -102,6 +102,40 @@ def cmd_decompose(args) -> None:
                 print(pd.DataFrame(grid, index=dec.tokens, columns=dec.tokens).round(3).to_string())
 
 
+def cmd_attribute(args) -> None:
+    from . import load_model
+    from .plot import plot_scores
+    from .registry import METHODS
+
+    _quiet_transformers()
+    methods = [METHODS.get(name) for name in _csv(args.method) or []]
+    if not methods:
+        raise InputError(f"no method given; known: {', '.join(METHODS.names())}")
+    for method in methods:
+        if method.output != "scores":
+            raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
+                              f"`attrbench decompose --scopes {method.name}`")
+    adapter = load_model(args.model, dtype=args.dtype)
+    results = [method(adapter, [args.text], target=args.target, value_bias=args.value_bias,
+                      truncate=args.truncate)[0] for method in methods]
+    tokens = results[0].tokens
+    if args.plot:
+        plot_scores(tokens, {r.method: r.values for r in results}, args.plot,
+                    title=f"{adapter.name}, target {results[0].meta.get('target')} (row {results[0].meta.get('row')})")
+        print(f"wrote {args.plot}", file=sys.stderr)
+    if args.json:
+        payload = [{"method": r.method, "model": r.model, "tokens": r.tokens, "scores": r.values.tolist(), **r.meta}
+                   for r in results]
+        print(json.dumps(payload[0] if len(payload) == 1 else payload))
+        return
+    import pandas as pd
+
+    table = pd.DataFrame({r.method: r.values for r in results}, index=tokens)
+    print(f"model {adapter.name}  target {results[0].meta.get('target')}  explained row "
+          f"{results[0].meta.get('row')} ({tokens[results[0].meta.get('row', 0)]})")
+    print(table.round(4).to_string())
+
+
 def _context_share(maps: np.ndarray) -> np.ndarray:
     """Per layer, the mean share of a row's norm mass that comes from other tokens."""
     diag = np.diagonal(maps, axis1=1, axis2=2)
@@ -166,6 +200,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--plot-scopes", help="scopes to plot (default: all decomposed)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_decompose)
+
+    p = sub.add_parser("attribute", help="input attribution scores of one or more methods for a target")
+    p.add_argument("--model", required=True)
+    p.add_argument("--method", required=True, help="one or more, comma-separated")
+    p.add_argument("--text", required=True)
+    p.add_argument("--target", default="auto", help="auto, cls, mask, next, position:N, class:K, token:WORD, "
+                                                   "contrast:GOOD/BAD (default auto: [CLS] / mask / last token)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--value-bias", default="token", choices=["token", "bias"])
+    p.add_argument("--truncate", action="store_true")
+    p.add_argument("--plot", metavar="FILE.png", help="token-saliency strips, one row per method")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_attribute)
 
     p = sub.add_parser("run", help="the main job: decompose a sample sentence on the offline models")
     p.add_argument("--models", default="minilm-l6,smollm2-135m")

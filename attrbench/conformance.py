@@ -24,19 +24,19 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
     name = f"{method.name} on {adapter.name}"
     for attr in ("name", "family", "description"):
         assert getattr(method, attr), f"{name}: method has no {attr}"
-    assert method.output == "maps", f"{name}: unknown output kind '{method.output}'"
+    assert method.output in ("maps", "scores"), f"{name}: unknown output kind '{method.output}'"
     batched = method(adapter, list(texts))
     assert len(batched) == len(texts), f"{name}: {len(batched)} results for {len(texts)} texts"
     tol = default_tolerance(adapter)
     for text, result in zip(texts, batched):
         n = len(result.tokens)
-        assert result.values.shape == (adapter.n_layers, n, n), \
-            f"{name}: maps of shape {result.values.shape}, expected {(adapter.n_layers, n, n)}"
+        shape = (adapter.n_layers, n, n) if method.output == "maps" else (n,)
+        assert result.values.shape == shape, f"{name}: values of shape {result.values.shape}, expected {shape}"
         assert np.isfinite(result.values).all(), f"{name}: non-finite values"
         if method.complete:
             assert result.residual is not None and result.residual <= tol, \
                 f"{name}: completeness residual {result.residual} above {tol}"
-        if adapter.causal:
+        if adapter.causal and method.output == "maps":
             future = np.triu(np.ones((n, n), dtype=bool), 1)
             assert not result.values[:, future].any(), f"{name}: attribution to future tokens in a causal model"
         single = method(adapter, [text])[0]

@@ -1,7 +1,9 @@
 """The one call shape every method plugin has (like captum's ``Attribution`` base class).
 
-``method(adapter, texts, layers=..., value_bias=..., truncate=...) -> list[MethodResult]``, one result
-per text. ``supports(adapter)`` says why a method cannot run on a model (``None`` when it can).
+``method(adapter, texts, target=..., layers=..., value_bias=..., truncate=...) -> list[MethodResult]``,
+one result per text. ``output`` says what ``values`` holds: ``"maps"`` (layers, n, n) token-to-token
+maps, or ``"scores"`` (n,) input attributions for the target. ``supports(adapter)`` says why a
+method cannot run on a model (``None`` when it can).
 """
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from .aggregate import rollout, row_normalise, with_identity
 from .decompose import decompose, scopes_for
 from .errors import InputError
 from .models import TransformerAdapter
+from .targets import Target, explained_row
 
 
 @dataclass
@@ -20,7 +24,7 @@ class MethodResult:
     method: str
     model: str
     tokens: list[str]
-    values: np.ndarray  # output "maps": (layers, n, n) with [l, i, j] = contribution of token j to i
+    values: np.ndarray  # "maps": (layers, n, n), [l, i, j] = contribution of token j to i; "scores": (n,)
     residual: Optional[float]  # max relative completeness residual, for methods that claim it
     meta: dict = field(default_factory=dict)  # layers, value_bias, dtype, truncated
 
@@ -43,14 +47,15 @@ class Method:
         return None
 
     def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
-                 layers: Optional[Sequence[int]] = None, value_bias: str = "token",
-                 truncate: bool = False) -> list[MethodResult]:
+                 target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
+                 value_bias: str = "token", truncate: bool = False) -> list[MethodResult]:
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
-        return self.run(adapter, texts, layers=layers, value_bias=value_bias, truncate=truncate)
+        target = target if isinstance(target, Target) else Target.parse(target)
+        return self.run(adapter, texts, target=target, layers=layers, value_bias=value_bias, truncate=truncate)
 
-    def run(self, adapter, texts, *, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
         raise NotImplementedError
 
 
@@ -67,9 +72,42 @@ class ScopeMap(Method):
         kind = "Pre-LN" if adapter.norm_first else "Post-LN"
         return f"scope '{self.scope}' does not exist in a {kind} model; see `attrbench methods`"
 
-    def run(self, adapter, texts, *, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
         results = decompose(adapter, texts, scopes=[self.scope], layers=layers, value_bias=value_bias,
                             truncate=truncate)
         return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
                              {"layers": d.layers, "value_bias": d.value_bias, "dtype": d.dtype,
                               "truncated": d.truncated}) for d in results]
+
+
+class Rollout(Method):
+    """Input attribution: per-layer maps, row-normalised, multiplied across all layers; the target's row.
+
+    ``source(adapter)`` names the engine map (a scope or a derived map) each layer contributes;
+    ``identity`` adds the residual as attention rollout does (``0.5 A + 0.5 I``).
+    """
+
+    output = "scores"
+
+    def __init__(self, name: str, source, family: str, description: str, reference: str,
+                 identity: bool = False):
+        self.name, self.family, self.description, self.reference = name, family, description, reference
+        self.source, self.identity = source, identity
+
+    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+        if layers is not None:
+            raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
+        key = self.source(adapter)
+        derived = [key] if key not in scopes_for(adapter.norm_first) else []
+        scope = "atb" if derived else key
+        results = []
+        for dec in decompose(adapter, texts, scopes=[scope], derived=derived, value_bias=value_bias,
+                             truncate=truncate):
+            per_layer = dec.maps[key].astype(np.float64)
+            per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
+            row = explained_row(adapter, dec.input_ids, target)
+            results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[row], None,
+                                        {"target": str(target), "row": row, "source": key,
+                                         "value_bias": dec.value_bias, "dtype": dec.dtype,
+                                         "truncated": dec.truncated}))
+        return results

@@ -44,10 +44,34 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     for row in axes:
         row[0].set_ylabel("output token i", fontsize=8)
-    fig.suptitle(title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})", fontsize=10)
+    return _save(fig, path, title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})")
+
+
+def _save(fig, path: str | Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str | Path,
+                title: str | None = None) -> Path:
+    """Token-saliency strips, one row per method (each row scaled to its own maximum |score|)."""
+    labels = [t.replace("Ġ", "_") for t in tokens]
+    names = list(scores)
+    fig, axes = plt.subplots(len(names), 1, figsize=(max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9),
+                             squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        values = np.asarray(scores[name], dtype=float)
+        scale = float(np.abs(values).max()) or 1.0
+        ax.imshow(values[None, :] / scale, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        for j, v in enumerate(values):
+            ax.text(j, 0, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if abs(v) / scale > 0.6 else "black")
+        ax.set_yticks([0], [name], fontsize=8)
+        ax.set_xticks([])
+    axes[-1, 0].set_xticks(range(len(tokens)), labels, rotation=60, fontsize=8)
+    return _save(fig, path, title or "input attributions")

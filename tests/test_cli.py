@@ -28,3 +28,23 @@ def test_models_and_methods_json(capsys):
     assert main(["methods", "--json"]) == 0
     methods = json.loads(capsys.readouterr().out)
     assert {"attn_w", "attn_n", "attn_res_n", "atb_ff_res_ln", "atb_ln_ff_res"} <= {m["name"] for m in methods}
+
+
+def test_attribute_several_methods_json_and_plot(capsys, tmp_path):
+    png = tmp_path / "strip.png"
+    assert main(["attribute", "--model", "tiny-bert", "--method", "alti,attn_rollout", "--text", "a wonderful film",
+                 "--plot", str(png), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [r["method"] for r in out] == ["alti", "attn_rollout"]
+    assert all(set(r) >= {"tokens", "scores"} and len(r["scores"]) == len(r["tokens"]) for r in out)
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert main(["attribute", "--model", "tiny-gpt2", "--method", "alti", "--text", "dogs run", "--json"]) == 0
+    single = json.loads(capsys.readouterr().out)
+    assert single["row"] == len(single["tokens"]) - 1 and single["target"] == "auto"
+
+
+def test_attribute_rejects_map_methods_and_unknown(capsys):
+    assert main(["attribute", "--model", "tiny-bert", "--method", "atb", "--text", "a film"]) == 2
+    assert main(["attribute", "--model", "tiny-bert", "--method", "nope", "--text", "a film"]) == 2
+    err = capsys.readouterr().err
+    assert "decompose --scopes atb" in err and "known:" in err

@@ -32,6 +32,10 @@ POST_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ff", "atb_ff_res
 PRE_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ln", "atb_ln_ff", "atb_ln_ff_res")
 FF_SCOPES = ("atb_ff", "atb_ff_res", "atb_ff_res_ln", "atb_ln_ff", "atb_ln_ff_res")
 VALUE_BIAS = ("token", "bias")
+# Maps computed from the attention block's parts in the same pass (not decompositions themselves):
+# ALTI's L1 proximity (Ferrando 2022) and GlobEnc's norms through LN2 with the FF left out (Modarressi
+# 2022; for Pre-LN leaving the FF out leaves the attention block, so it equals the atb norms).
+DERIVED_MAPS = ("alti", "globenc")
 TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-4}
 # float64 runs of models that normalise or softmax in float32 internally are only float32-exact there.
 FLOAT32_INTERNALS_TOLERANCE = 1e-6
@@ -60,11 +64,12 @@ class Decomposition:
     residuals: dict[str, float]  # scope -> max relative residual over layers and rows
     value_bias: str
     dtype: str
+    input_ids: list[int] = field(default_factory=list)
     truncated: bool = False
     parts: Optional[list[dict[str, tuple[torch.Tensor, torch.Tensor]]]] = None  # per layer, if kept
 
     def to_json(self) -> dict:
-        return {"model": self.model, "tokens": self.tokens, "layers": self.layers,
+        return {"model": self.model, "tokens": self.tokens, "input_ids": self.input_ids, "layers": self.layers,
                 "maps": {s: m.tolist() for s, m in self.maps.items()}, "residuals": self.residuals,
                 "value_bias": self.value_bias, "dtype": self.dtype, "truncated": self.truncated}
 
@@ -80,14 +85,15 @@ def _targets(cap: LayerCapture, norm_first: bool) -> dict[str, torch.Tensor]:
 
 def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *, causal: bool,
                     value_bias: str = "token", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                    keep_parts: bool = False, workspace: stages.Workspace | None = None) -> LayerDecomposition:
+                    keep_parts: bool = False, workspace: stages.Workspace | None = None,
+                    derived: Sequence[str] = ()) -> LayerDecomposition:
     """Decompose one layer of one sequence (``cap`` sliced to its n real tokens)."""
     ws = workspace or stages.Workspace()
     order = scopes_for(spec.norm_first)
-    deepest = max(order.index(s) for s in scopes)
+    deepest = max([order.index(s) for s in scopes] + [order.index("atb")] * bool(derived))
     n, d = cap.x.shape
     norm_first, ff = spec.norm_first, spec.ff
-    maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in scopes}
+    maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in [*scopes, *derived]}
     residuals = {s: 0.0 for s in scopes if s != "attn_w"}
     kept: dict[str, list] = {s: [] for s in residuals} if keep_parts else {}
     targets = _targets(cap, norm_first)
@@ -156,6 +162,11 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=True)
             record("atb", atb, atb_bias, r0, r1)
             ff_in_bias = atb_bias
+        if "alti" in derived:
+            maps["alti"][r0:r1, :m] = stages.l1_proximity(atb, targets["atb"][r0:r1]).T
+        if "globenc" in derived:
+            enc = atb if norm_first else stages.norm_parts(atb, atb_bias, spec.ln2, out_scale[r0:r1])[0]
+            maps["globenc"][r0:r1, :m] = torch.linalg.vector_norm(enc, dim=-1).T
         if not want_ff:
             continue
         # FF input parts projected through W_in (folded: mixes per-head projections, no n^2 d d').
@@ -227,7 +238,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
               scopes: Optional[Sequence[str]] = None, layers: Optional[Sequence[int]] = None,
               value_bias: str = "token", truncate: bool = False, tolerance: Optional[float] = None,
               chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep_parts: bool = False,
-              progress: bool = False) -> list[Decomposition]:
+              derived: Sequence[str] = (), progress: bool = False) -> list[Decomposition]:
     """Decompose every requested layer of every text (batched forward; padding masked out).
 
     Raises :class:`CompletenessError` (and returns nothing) if any scope's parts do not sum to the
@@ -237,6 +248,9 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
         raise InputError(f"value_bias '{value_bias}' is not known: use 'token' or 'bias'")
     scopes = _check_scopes(adapter, scopes)
     layers = _check_layers(adapter, layers)
+    unknown = set(derived) - set(DERIVED_MAPS)
+    if unknown:
+        raise InputError(f"unknown derived map(s) {', '.join(sorted(unknown))}; known: {', '.join(DERIVED_MAPS)}")
     tol = tolerance if tolerance is not None else default_tolerance(adapter)
     batch = adapter.encode(texts, truncate=truncate)
     captures = adapter.capture(batch)
@@ -250,7 +264,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                 cap = captures[layer].sequence(b, n)
                 per_layer.append(decompose_layer(adapter.layers[layer], cap, scopes, causal=adapter.causal,
                                                  value_bias=value_bias, chunk_bytes=chunk_bytes,
-                                                 keep_parts=keep_parts, workspace=workspace))
+                                                 keep_parts=keep_parts, workspace=workspace, derived=derived))
                 steps.update()
                 for scope, res in per_layer[-1].residuals.items():
                     if not res <= tol:
@@ -260,10 +274,10 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                             f"'{adapter.model.config.model_type}': please report it")
             results.append(Decomposition(
                 model=adapter.name, tokens=batch.tokens[b], layers=layers,
-                maps={s: torch.stack([p.maps[s] for p in per_layer]).numpy() for s in scopes},
+                maps={s: torch.stack([p.maps[s] for p in per_layer]).numpy() for s in [*scopes, *derived]},
                 residuals={s: max(p.residuals[s] for p in per_layer) for s in scopes if s != "attn_w"},
                 value_bias=value_bias, dtype=str(adapter.dtype).replace("torch.", ""),
-                truncated=batch.truncated[b],
+                input_ids=batch.input_ids[b, :n].tolist(), truncated=batch.truncated[b],
                 parts=[p.parts for p in per_layer] if keep_parts else None))
     steps.close()
     return results

@@ -158,6 +158,15 @@ def gated_ig_factors(activation, gate_total: torch.Tensor,
     return up_total * i1, i0
 
 
+def l1_proximity(parts: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
+    """ALTI's contributions (Ferrando et al. 2022, Eq. 9-10) of (m, c, d) parts to outputs (c, d).
+
+    ``C_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) / sum_k (same)``; returned as (m, c).
+    """
+    proximity = (output.abs().sum(-1) - (output - parts).abs().sum(-1)).clamp_min_(0)
+    return proximity / proximity.sum(0).clamp_min(torch.finfo(parts.dtype).tiny)
+
+
 def relative_residual(parts_sum: torch.Tensor, bias: torch.Tensor, real: torch.Tensor) -> float:
     """max_i ||sum_j parts + bias - y_i|| / ||y_i||: how far the decomposition is from the forward."""
     err = torch.linalg.vector_norm(parts_sum + bias - real, dim=-1)
