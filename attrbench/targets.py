@@ -73,3 +73,71 @@ def explained_row(adapter, input_ids: list[int], target: Target) -> int:
         raise InputError(f"'{adapter.name}' is not a causal LM: next-token targets need a decoder")
     # cls / class / auto: encoders read [CLS] (position 0), decoders (and their classifiers) the last token
     return n - 1 if adapter.causal else 0
+
+
+def head_kind(adapter) -> Optional[str]:
+    """'classifier', 'masked_lm', 'causal_lm', or None for a bare encoder/decoder."""
+    name = type(adapter.model).__name__
+    for suffix, kind in (("ForSequenceClassification", "classifier"), ("ForMaskedLM", "masked_lm"),
+                         ("ForCausalLM", "causal_lm"), ("LMHeadModel", "causal_lm")):
+        if name.endswith(suffix):
+            return kind
+    return None
+
+
+def no_head_reason(adapter) -> Optional[str]:
+    if head_kind(adapter) is None:
+        return (f"'{adapter.name}' ({type(adapter.model).__name__}) has no output head to explain; gradient and "
+                "erasure methods need a classifier, masked-LM or causal-LM model")
+    return None
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A target made concrete for one text: which logit (or logit difference) is explained."""
+
+    head: str
+    row: int  # the position whose output is read (classifiers: the row rollouts use)
+    index: int  # class index or vocabulary id
+    contrast_index: Optional[int] = None
+
+    def logit(self, logits):
+        """(B, ...) model logits -> (B,) explained score (a logit, or a logit difference)."""
+        at = logits if self.head == "classifier" else logits[:, self.row]
+        score = at[:, self.index]
+        return score if self.contrast_index is None else score - at[:, self.contrast_index]
+
+    def probability(self, logits):
+        """(B,) probability of the explained class/token (the correct one, for contrasts)."""
+        at = logits if self.head == "classifier" else logits[:, self.row]
+        return at.softmax(-1)[:, self.index]
+
+
+def _token_id(adapter, word: str) -> int:
+    text = word if word.startswith(" ") or not adapter.causal else " " + word  # continuation after a word
+    ids = adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise InputError(f"'{word}' is {len(ids)} tokens for '{adapter.name}'; a token target must be one token")
+    return ids[0]
+
+
+def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> ResolvedTarget:
+    """Fix the class/token a target refers to; ``logits`` (of the unperturbed text) give predictions."""
+    head = head_kind(adapter)
+    if head is None:
+        raise InputError(no_head_reason(adapter))
+    row = explained_row(adapter, input_ids, target)
+    if head == "classifier":
+        if target.kind in ("token", "contrast", "next", "mask"):
+            raise InputError(f"'{adapter.name}' is a classifier: use --target class:K or auto (predicted class)")
+        n_classes = adapter.model.config.num_labels
+        if target.label is not None and not 0 <= target.label < n_classes:
+            raise InputError(f"class {target.label} does not exist: '{adapter.name}' has classes 0..{n_classes - 1}")
+        index = target.label if target.label is not None else int(logits[0].argmax())
+        return ResolvedTarget(head, row, index)
+    if target.kind == "class":
+        raise InputError(f"'{adapter.name}' is a language model: use --target token:WORD, contrast:A/B or auto")
+    if target.kind in ("token", "contrast"):
+        contrast = _token_id(adapter, target.contrast) if target.kind == "contrast" else None
+        return ResolvedTarget(head, row, _token_id(adapter, target.token), contrast)
+    return ResolvedTarget(head, row, int(logits[0, row].argmax()))  # the model's own prediction

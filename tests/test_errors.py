@@ -42,11 +42,11 @@ def test_sdpa_attention_is_refused():
 def test_nan_weights_are_refused():
     model, tok = build_tiny("tiny-bert")
     with torch.no_grad():
-        model.encoder.layer[1].output.dense.weight[0, 0] = float("nan")
+        model.bert.encoder.layer[1].output.dense.weight[0, 0] = float("nan")
     with pytest.raises(ModelLoadError) as err:
         TransformerAdapter(model, tok, "nan-bert")
     _one_line(err)
-    assert "encoder.layer.1.output.dense.weight" in str(err.value)
+    assert "bert.encoder.layer.1.output.dense.weight" in str(err.value)
 
 
 @pytest.mark.parametrize("texts", ["", "   ", [], ["fine", ""]])

@@ -1,5 +1,8 @@
 """Randomly initialised small models of every supported architecture, built from configs.
 
+Encoders come with a masked-LM head and decoders with a causal-LM head, so every method,
+gradient and erasure baselines included, has an output to explain.
+
 For tests and quick tries with no weights at hand. Every parameter (biases and norm gains
 included) is randomised with a fixed seed, so a decomposition that drops a bias or a gamma fails
 completeness instead of passing on HF's zero/one initialisation.
@@ -78,7 +81,7 @@ def build_tiny(name: str, config_overrides: dict | None = None, seed: int = 0):
     config = _configs()[name]
     for key, value in (config_overrides or {}).items():
         setattr(config, key, value)
-    cls = hf.AutoModelForCausalLM if name not in ENCODERS else hf.AutoModel
+    cls = hf.AutoModelForCausalLM if name not in ENCODERS else hf.AutoModelForMaskedLM
     torch.manual_seed(seed)
     model = cls.from_config(config, attn_implementation="eager")
     return randomise(model, seed).eval(), tiny_tokenizer(encoder=name in ENCODERS)

@@ -1,0 +1,47 @@
+"""Shared base for captum gradient baselines, attributed at the word-embedding output.
+
+The gradient is taken once at the output of the model's input-embedding module (captum's layer
+attributions hook it); embeddings are never fed back through the embedding module, which would
+change the scores (captum #1132). The explained score is the target's logit (or a logit difference
+for contrast targets) from the model's own head.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .method import Method, MethodResult
+from .targets import no_head_reason, resolve
+
+
+class GradientMethod(Method):
+    output = "scores"
+    family = "gradient"
+
+    def supports(self, adapter):
+        return no_head_reason(adapter)
+
+    def attribute(self, forward, layer, input_ids, attention_mask, adapter) -> tuple[np.ndarray, dict]:
+        """(n,) scores and extra metadata for one text; subclasses call one captum method."""
+        raise NotImplementedError
+
+    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+        batch = adapter.encode(texts, truncate=truncate)
+        model = adapter.model
+        results = []
+        for b, n in enumerate(batch.lengths):
+            ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
+            with torch.no_grad():
+                logits = model(input_ids=ids, attention_mask=mask).logits
+            resolved = resolve(adapter, ids[0].tolist(), target, logits)
+
+            def forward(input_ids, attention_mask):
+                return resolved.logit(model(input_ids=input_ids, attention_mask=attention_mask).logits)
+
+            with torch.enable_grad():
+                scores, meta = self.attribute(forward, model.get_input_embeddings(), ids, mask, adapter)
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores, None,
+                                        {"target": str(target), "row": resolved.row, "index": resolved.index,
+                                         "dtype": str(adapter.dtype).replace("torch.", ""),
+                                         "truncated": batch.truncated[b], **meta}))
+        return results

@@ -1,0 +1,60 @@
+"""Blank-out erasure: how much the target's probability moves when one token is blanked.
+
+``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``; the blank is the mask
+token (or ``blank_token``; models without one use unk, then eos). All n variants go through the
+model in batches of one forward pass each, in token-id space (never decoded and re-tokenised).
+The SVA reference of the ALTI paper.
+"""
+import numpy as np
+import torch
+
+from attrbench.errors import InputError
+from attrbench.method import Method, MethodResult
+from attrbench.registry import METHODS
+from attrbench.targets import no_head_reason, resolve
+
+
+class BlankOut(Method):
+    name, family, output = "blank_out", "erasure", "scores"
+    description = "|p(target) change| when each token is replaced by the mask (or a neutral) token"
+    reference = "Ferrando et al. 2022 (SVA reference); Li et al. 2016 (erasure)"
+
+    def __init__(self, blank_token: str | None = None, batch_size: int = 64):
+        self.blank_token, self.batch_size = blank_token, batch_size
+
+    def supports(self, adapter):
+        return no_head_reason(adapter)
+
+    def _blank_id(self, adapter) -> int:
+        tok = adapter.tokenizer
+        if self.blank_token is not None:
+            blank = tok.convert_tokens_to_ids(self.blank_token)
+            if blank is None or blank == tok.unk_token_id and self.blank_token != tok.unk_token:
+                raise InputError(f"blank token '{self.blank_token}' is not in the vocabulary of '{adapter.name}'")
+            return blank
+        for candidate in (tok.mask_token_id, tok.unk_token_id, tok.eos_token_id):
+            if candidate is not None:
+                return candidate
+        raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
+
+    @torch.no_grad()
+    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+        batch = adapter.encode(texts, truncate=truncate)
+        blank = self._blank_id(adapter)
+        results = []
+        for b, n in enumerate(batch.lengths):
+            ids = batch.input_ids[b, :n]
+            variants = ids.repeat(n + 1, 1)  # row 0: the text; row j + 1: token j blanked
+            variants[torch.arange(1, n + 1), torch.arange(n)] = blank
+            logits = torch.cat([adapter.model(input_ids=chunk).logits
+                                for chunk in variants.split(self.batch_size)])
+            resolved = resolve(adapter, ids.tolist(), target, logits[:1])
+            probs = resolved.probability(logits).double().numpy()
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
+                                        {"target": str(target), "row": resolved.row, "index": resolved.index,
+                                         "blank_id": blank, "p_target": float(probs[0]),
+                                         "truncated": batch.truncated[b]}))
+        return results
+
+
+METHODS.add(BlankOut)
