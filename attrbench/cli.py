@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .decompose.shapley import FF_ATTRIBUTIONS
 from .errors import AttrbenchError, InputError
 
 SAMPLE_TEXTS = {
@@ -77,7 +78,8 @@ def cmd_decompose(args) -> None:
     _quiet_transformers()
     adapter = load_model(args.model, dtype=args.dtype)
     results = decompose(adapter, args.text, scopes=_csv(args.scopes), layers=_parse_layers(args.layers),
-                        value_bias=args.value_bias, truncate=args.truncate, progress=not args.json)
+                        value_bias=args.value_bias, truncate=args.truncate, ff_attribution=args.ff_attribution,
+                        shapley_samples=args.shapley_samples, progress=not args.json)
     if args.plot:
         for k, dec in enumerate(results):
             path = Path(args.plot) if len(results) == 1 else Path(args.plot).with_stem(f"{Path(args.plot).stem}-{k}")
@@ -91,8 +93,9 @@ def cmd_decompose(args) -> None:
 
     np.set_printoptions(precision=3, suppress=True, linewidth=160)
     for dec in results:
-        print(f"model {dec.model}  dtype {dec.dtype}  value bias {dec.value_bias}  layers {dec.layers}"
-              + ("  (truncated)" if dec.truncated else ""))
+        se = "" if dec.ff_sampling_se is None else f" (sampling s.e. {dec.ff_sampling_se:.1e})"
+        print(f"model {dec.model}  dtype {dec.dtype}  value bias {dec.value_bias}  layers {dec.layers}  "
+              f"FF split {dec.ff_attribution}{se}" + ("  (truncated)" if dec.truncated else ""))
         print("tokens:", " ".join(dec.tokens))
         for scope, maps in dec.maps.items():
             residual = dec.residuals.get(scope)
@@ -195,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value-bias", default="token", choices=["token", "bias"],
                    help="where the value bias b_V goes: each token's part (default) or the bias term")
     p.add_argument("--truncate", action="store_true", help="cut texts longer than the model's positions")
+    p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
+                   help="how the FF activation is split over tokens: exact IG in closed form (default), our exact "
+                        "or sampled Shapley values, or shap's explainers (slow references)")
+    p.add_argument("--shapley-samples", type=int, default=256, help="permutations for shapley-sampling")
     p.add_argument("--plot", metavar="FILE.png", help="heatmaps of one layer, one panel per scope")
     p.add_argument("--plot-layer", type=int, help="layer to plot (default: last)")
     p.add_argument("--plot-scopes", help="scopes to plot (default: all decomposed)")

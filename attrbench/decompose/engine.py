@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..errors import CompletenessError, InputError
 from ..models.adapter import LayerCapture, TransformerAdapter
 from ..models.spec import LayerSpec
-from . import stages
+from . import shapley, stages
 
 POST_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ff", "atb_ff_res", "atb_ff_res_ln")
 PRE_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ln", "atb_ln_ff", "atb_ln_ff_res")
@@ -51,6 +51,7 @@ class LayerDecomposition:
     maps: dict[str, torch.Tensor]  # scope -> (n, n)
     residuals: dict[str, float]  # scope -> max relative completeness residual over rows
     parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # (n,n,d), (n,d)
+    ff_sampling_se: float = 0.0  # largest standard error of sampled Shapley values (0 when exact)
 
 
 @dataclass
@@ -66,12 +67,15 @@ class Decomposition:
     dtype: str
     input_ids: list[int] = field(default_factory=list)
     truncated: bool = False
+    ff_attribution: str = "ig"
+    ff_sampling_se: Optional[float] = None
     parts: Optional[list[dict[str, tuple[torch.Tensor, torch.Tensor]]]] = None  # per layer, if kept
 
     def to_json(self) -> dict:
         return {"model": self.model, "tokens": self.tokens, "input_ids": self.input_ids, "layers": self.layers,
                 "maps": {s: m.tolist() for s, m in self.maps.items()}, "residuals": self.residuals,
-                "value_bias": self.value_bias, "dtype": self.dtype, "truncated": self.truncated}
+                "value_bias": self.value_bias, "dtype": self.dtype, "truncated": self.truncated,
+                "ff_attribution": self.ff_attribution, "ff_sampling_se": self.ff_sampling_se}
 
 
 def _targets(cap: LayerCapture, norm_first: bool) -> dict[str, torch.Tensor]:
@@ -86,7 +90,8 @@ def _targets(cap: LayerCapture, norm_first: bool) -> dict[str, torch.Tensor]:
 def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *, causal: bool,
                     value_bias: str = "token", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
                     keep_parts: bool = False, workspace: stages.Workspace | None = None,
-                    derived: Sequence[str] = ()) -> LayerDecomposition:
+                    derived: Sequence[str] = (), ff_attribution: str = "ig", shapley_samples: int = 256,
+                    seed: int = 0) -> LayerDecomposition:
     """Decompose one layer of one sequence (``cap`` sliced to its n real tokens)."""
     ws = workspace or stages.Workspace()
     order = scopes_for(spec.norm_first)
@@ -96,6 +101,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in [*scopes, *derived]}
     residuals = {s: 0.0 for s in scopes if s != "attn_w"}
     kept: dict[str, list] = {s: [] for s in residuals} if keep_parts else {}
+    sampling_se = 0.0
     targets = _targets(cap, norm_first)
     if "attn_w" in scopes:
         maps["attn_w"] = cap.attn_probs.mean(0)
@@ -175,7 +181,17 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             p = stages.mix_heads(alpha_t, per_head[:m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
             p = stages.add_to_own_token(p, rows, own[r0:r1])
             pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
-        if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
+        if ff_attribution != "ig":  # Shapley: players are the token parts and the bias
+            players = [torch.cat([p, p_bias[None]]) for p, p_bias in pre]  # (m + 1, c, d')
+            if ff_attribution == "shapley-exact":
+                split = shapley.exact(ff.activation, players)
+            elif ff_attribution == "shapley-sampling":
+                split, se = shapley.sampling(ff.activation, players, shapley_samples, seed)
+                sampling_se = max(sampling_se, float(se.max()))
+            else:
+                split = shapley.with_shap(ff.activation, players, ff_attribution, shapley_samples, seed)
+            act, act_bias = split[:-1], split[-1]
+        elif ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
             (gate, gate_bias), (up, up_bias) = pre
             k1, k0 = factors[0][r0:r1], factors[1][r0:r1]
             act = gate.mul_(k1).add_(up.mul_(k0))
@@ -195,7 +211,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
 
     parts_out = {s: (torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks]))
                  for s, chunks in kept.items()}
-    return LayerDecomposition(maps, residuals, parts_out)
+    return LayerDecomposition(maps, residuals, parts_out, sampling_se)
 
 
 def default_tolerance(adapter: TransformerAdapter) -> float:
@@ -238,7 +254,8 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
               scopes: Optional[Sequence[str]] = None, layers: Optional[Sequence[int]] = None,
               value_bias: str = "token", truncate: bool = False, tolerance: Optional[float] = None,
               chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep_parts: bool = False,
-              derived: Sequence[str] = (), progress: bool = False) -> list[Decomposition]:
+              derived: Sequence[str] = (), ff_attribution: str = "ig", shapley_samples: int = 256,
+              seed: int = 0, progress: bool = False) -> list[Decomposition]:
     """Decompose every requested layer of every text (batched forward; padding masked out).
 
     Raises :class:`CompletenessError` (and returns nothing) if any scope's parts do not sum to the
@@ -252,7 +269,11 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
     if unknown:
         raise InputError(f"unknown derived map(s) {', '.join(sorted(unknown))}; known: {', '.join(DERIVED_MAPS)}")
     tol = tolerance if tolerance is not None else default_tolerance(adapter)
+    if ff_attribution not in shapley.FF_ATTRIBUTIONS:
+        raise InputError(f"ff_attribution '{ff_attribution}' is not known; use {', '.join(shapley.FF_ATTRIBUTIONS)}")
     batch = adapter.encode(texts, truncate=truncate)
+    if any(s in FF_SCOPES for s in scopes):
+        shapley.check_players(ff_attribution, max(batch.lengths) + 1)
     captures = adapter.capture(batch)
     results = []
     steps = tqdm(total=len(batch.lengths) * len(layers), desc="decompose", disable=not progress, unit="layer")
@@ -264,7 +285,9 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                 cap = captures[layer].sequence(b, n)
                 per_layer.append(decompose_layer(adapter.layers[layer], cap, scopes, causal=adapter.causal,
                                                  value_bias=value_bias, chunk_bytes=chunk_bytes,
-                                                 keep_parts=keep_parts, workspace=workspace, derived=derived))
+                                                 keep_parts=keep_parts, workspace=workspace, derived=derived,
+                                                 ff_attribution=ff_attribution, shapley_samples=shapley_samples,
+                                                 seed=seed))
                 steps.update()
                 for scope, res in per_layer[-1].residuals.items():
                     if not res <= tol:
@@ -278,6 +301,8 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                 residuals={s: max(p.residuals[s] for p in per_layer) for s in scopes if s != "attn_w"},
                 value_bias=value_bias, dtype=str(adapter.dtype).replace("torch.", ""),
                 input_ids=batch.input_ids[b, :n].tolist(), truncated=batch.truncated[b],
+                ff_attribution=ff_attribution,
+                ff_sampling_se=max(p.ff_sampling_se for p in per_layer) if ff_attribution == "shapley-sampling" else None,
                 parts=[p.parts for p in per_layer] if keep_parts else None))
     steps.close()
     return results
