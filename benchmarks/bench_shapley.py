@@ -19,6 +19,7 @@ import torch
 
 import attrbench
 from attrbench.decompose import shapley
+from bench_decompose import text_of_length  # same folder: run as python benchmarks/bench_shapley.py
 
 
 def players_of(adapter, text: str, layer: int) -> torch.Tensor:
@@ -45,12 +46,6 @@ def main() -> None:
     import transformers
 
     transformers.logging.set_verbosity_error()
-    sys_path = Path(__file__).parent
-    import sys
-
-    sys.path.insert(0, str(sys_path))
-    from bench_decompose import text_of_length
-
     adapter = attrbench.load_model(args.model)
     text = text_of_length(adapter, args.n)
     players = players_of(adapter, text, args.layer)

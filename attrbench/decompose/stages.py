@@ -106,10 +106,11 @@ def folded_norm_weight(norm: NormSpec, linear: Linear) -> torch.Tensor:
     return w - w.mean(0, keepdim=True) if norm.kind == "layer" else w
 
 
-def _activation_slope_at_zero(activation, like: torch.Tensor) -> torch.Tensor:
-    zero = torch.zeros(1, dtype=like.dtype, requires_grad=True)
+def _activation_slope(activation, points: torch.Tensor) -> torch.Tensor:
+    """g'(points) by autograd (works for any element-wise activation module)."""
+    points = points.detach().requires_grad_(True)
     with torch.enable_grad():
-        (slope,) = torch.autograd.grad(activation(zero).sum(), zero)
+        (slope,) = torch.autograd.grad(activation(points).sum(), points)
     return slope
 
 
@@ -122,7 +123,7 @@ def ig_share(activation, total: torch.Tensor) -> torch.Tensor:
     out = activation(total)
     tiny = total.abs() <= torch.finfo(total.dtype).tiny ** 0.5
     safe = torch.where(tiny, torch.ones_like(total), total)
-    return torch.where(tiny, _activation_slope_at_zero(activation, total), out / safe)
+    return torch.where(tiny, _activation_slope(activation, total.new_zeros(1)), out / safe)
 
 
 _GL_NODES = 96
@@ -151,9 +152,7 @@ def gated_ig_factors(activation, gate_total: torch.Tensor,
     safe = torch.where(small, torch.ones_like(gate_total), gate_total)
     i1 = (activation(gate_total) - i0) / safe
     if small.any():
-        points = (nodes[:, None] * gate_total[small][None, :]).requires_grad_(True)
-        with torch.enable_grad():
-            (slope,) = torch.autograd.grad(activation(points).sum(), points)
+        slope = _activation_slope(activation, nodes[:, None] * gate_total[small][None, :])
         i1[small] = (weights[:, None] * nodes[:, None] * slope).sum(0)
     return up_total * i1, i0
 
