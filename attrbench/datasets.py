@@ -1,0 +1,235 @@
+"""Evaluation datasets shipped with the package (``attrbench/data``, sources and licences in its README).
+
+A dataset turns into :class:`Example` s for one model: the text the model reads and the target it
+is explained for. The same SVA item reads differently per model kind (DESIGN.md §5):
+
+- a verb-number probe (``minilm-l6-sva``) or a masked LM reads the sentence with the verb replaced
+  by the mask token; the probe's target is the correct number class, a masked LM's the contrast of
+  the correct and wrong verb forms at the mask;
+- a causal LM reads the words before the verb, and its target is logit(correct) − logit(wrong) for
+  the next token.
+
+Files are validated as they are read: a malformed row raises naming the file and line. Sampling is
+seeded and every example carries a stable id (``dataset:split:row``) recorded with each result.
+"""
+from __future__ import annotations
+
+import csv
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .errors import InputError
+
+PACKAGE_DATA = Path(__file__).parent / "data"
+SVA_SPLIT_SEED = 0  # the probe's 70/15/15 split of the Linzen set; fixed so training and evaluation agree
+SVA_SPLIT = (0.70, 0.15, 0.15)
+
+
+@dataclass(frozen=True)
+class Example:
+    id: str
+    text: str
+    target: str  # Target syntax: "class:1", "contrast:is/are", "auto" (the model's prediction)
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class DatasetInfo:
+    name: str
+    description: str
+    files: dict  # split -> path relative to the data folder
+    default_split: str
+    task: str  # "sst2" or "sva": which model heads can serve it
+
+
+DATASETS = {
+    "sst2": DatasetInfo("sst2", "SST-2 sentiment (GLUE); dev labelled, test explained for the predicted class",
+                        {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv", "test": "sst2/test_unlabeled_glue.tsv"},
+                        "dev", "sst2"),
+    "sva-linzen": DatasetInfo("sva-linzen", "subject-verb agreement, Linzen et al. 2016 Wikipedia sentences",
+                              {"all": "sva/linzen_testset.tsv"}, "test", "sva"),
+    "sva-generated": DatasetInfo("sva-generated", "subject-verb agreement, Gulordava et al. 2018 "
+                                 "'colorless green' sentences", {"all": "sva/generated_en.tsv"}, "all", "sva"),
+}
+SVA_COLUMNS = ["n_attractors", "orig_sentence", "masked_sentence", "correct_verb", "wrong_verb", "verb_index",
+               "correct_is_singular"]
+
+
+def data_path(relative: str, data_dir: Optional[str | Path] = None) -> Path:
+    path = Path(data_dir or PACKAGE_DATA) / relative
+    if not path.is_file():
+        raise InputError(f"data file {path} is missing; reinstall attrbench or point --data-dir at a folder "
+                         f"holding {relative}")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def read_tsv(path: Path, header: list[str]) -> list[dict]:
+    """Rows of a tab-separated file whose header starts with ``header``; malformed rows name their line."""
+    with open(path, newline="", encoding="utf-8") as f:
+        reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        try:
+            first = next(reader)
+        except StopIteration:
+            raise InputError(f"{path} is empty; expected a header {'<TAB>'.join(header)}") from None
+        if first[:len(header)] != header:
+            raise InputError(f"{path} line 1: header {first[:len(header)]} is not {header}")
+        rows = []
+        for row in reader:
+            if len(row) != len(first):
+                raise InputError(f"{path} line {reader.line_num}: {len(row)} tab-separated fields, expected "
+                                 f"{len(first)}")
+            rows.append(dict(zip(first, row), _line=reader.line_num))
+    if not rows:
+        raise InputError(f"{path} has a header but no rows")
+    return rows
+
+
+def _int(row: dict, key: str, path: Path, allowed=None) -> int:
+    try:
+        value = int(row[key])
+    except ValueError:
+        value = None
+    if value is None or (allowed is not None and value not in allowed):
+        raise InputError(f"{path} line {row['_line']}: {key} '{row[key]}' is not "
+                         + (f"one of {sorted(allowed)}" if allowed is not None else "an integer"))
+    return value
+
+
+def read_sst2(split: str, data_dir=None) -> list[dict]:
+    """``[{"row", "sentence", "label"}]``; test rows have label None."""
+    path = data_path(DATASETS["sst2"].files[split], data_dir)
+    if split == "test":
+        return [{"row": k, "sentence": r["sentence"], "label": None}
+                for k, r in enumerate(read_tsv(path, ["index", "sentence"]))]
+    return [{"row": k, "sentence": r["sentence"], "label": _int(r, "label", path, {0, 1})}
+            for k, r in enumerate(read_tsv(path, ["sentence", "label"]))]
+
+
+def read_sva(name: str, data_dir=None) -> list[dict]:
+    path = data_path(DATASETS[name].files["all"], data_dir)
+    rows = []
+    for k, r in enumerate(read_tsv(path, SVA_COLUMNS)):
+        words = r["orig_sentence"].split()
+        index = _int(r, "verb_index", path)
+        if not 0 <= index < len(words) or words[index] != r["correct_verb"] or "***mask***" not in r["masked_sentence"]:
+            raise InputError(f"{path} line {r['_line']}: verb_index {index} does not point at the verb "
+                             f"'{r['correct_verb']}' (or masked_sentence has no ***mask***)")
+        rows.append({"row": k, "words": words, "verb_index": index, "masked": r["masked_sentence"],
+                     "correct": r["correct_verb"], "wrong": r["wrong_verb"],
+                     "singular": _int(r, "correct_is_singular", path, {0, 1}),
+                     "n_attractors": _int(r, "n_attractors", path)})
+    return rows
+
+
+def sva_split(n_rows: int, seed: int = SVA_SPLIT_SEED) -> dict[str, np.ndarray]:
+    """The probe's seeded 70/15/15 train/val/test split of row indices."""
+    order = np.random.default_rng(seed).permutation(n_rows)
+    a, b = int(round(SVA_SPLIT[0] * n_rows)), int(round((SVA_SPLIT[0] + SVA_SPLIT[1]) * n_rows))
+    return {"train": np.sort(order[:a]), "val": np.sort(order[a:b]), "test": np.sort(order[b:])}
+
+
+def model_task(adapter) -> Optional[str]:
+    """What an adapter's head can be evaluated on: 'sst2', 'sva' (probe), 'masked_lm', 'causal_lm', or None."""
+    from .targets import head_kind
+
+    stamped = getattr(adapter.model.config, "attrbench_task", None)
+    if stamped:
+        return stamped
+    kind = head_kind(adapter)
+    if kind == "classifier" and adapter.model.config.num_labels == 2:
+        return "sst2"  # any binary sentence classifier (e.g. a hub SST-2 model)
+    return kind if kind in ("masked_lm", "causal_lm") else None
+
+
+def _single_token(adapter, word: str) -> bool:
+    text = " " + word if adapter.causal else word
+    ids = adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return len(ids) == 1 and ids[0] != adapter.tokenizer.unk_token_id
+
+
+def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=None) -> tuple[list[Example], dict]:
+    """All examples of ``dataset`` as ``adapter`` reads them, and notes (split, skipped rows, file hash).
+
+    Texts longer than the model's positions are left out (and counted), never truncated: a cut
+    could remove the very word the target reads.
+    """
+    examples, notes = _examples(adapter, dataset, split, data_dir)
+    lengths = [len(ids) for ids in adapter.tokenizer([e.text for e in examples])["input_ids"]]
+    fits = [e for e, n in zip(examples, lengths) if n <= adapter.max_positions]
+    notes["skipped_too_long"] = len(examples) - len(fits)
+    return fits, notes
+
+
+def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[list[Example], dict]:
+    if dataset not in DATASETS:
+        raise InputError(f"unknown dataset '{dataset}'; known: {', '.join(DATASETS)}")
+    info, task = DATASETS[dataset], model_task(adapter)
+    split = split or info.default_split
+    if info.task == "sst2":
+        if task != "sst2":
+            raise InputError(f"dataset sst2 needs a binary sentiment classifier; '{adapter.name}' is "
+                             f"{task or 'a bare model without a head'}: use minilm-l6-sst2")
+        if split not in ("dev", "test", "train"):
+            raise InputError(f"sst2 has splits train, dev and test, not '{split}'")
+        rows = read_sst2(split, data_dir)
+        examples = [Example(f"sst2:{split}:{r['row']}", r["sentence"].strip(),
+                            "auto" if r["label"] is None else f"class:{r['label']}", {"label": r["label"]})
+                    for r in rows]
+        return examples, {"split": split, "target": "predicted class" if split == "test" else "gold label",
+                          "file_sha256": file_sha256(data_path(info.files[split], data_dir))}
+    if task not in ("sva", "masked_lm", "causal_lm"):
+        raise InputError(f"dataset {dataset} needs a verb-number probe, a masked LM or a causal LM; "
+                         f"'{adapter.name}' is {task or 'a bare model without a head'}: use minilm-l6-sva or "
+                         "smollm2-135m")
+    rows = read_sva(dataset, data_dir)
+    if dataset == "sva-linzen" and task == "sva":
+        if split not in ("train", "val", "test"):
+            raise InputError(f"the probe's split of sva-linzen is train, val or test, not '{split}'")
+        keep = set(sva_split(len(rows))[split].tolist())
+        rows = [r for r in rows if r["row"] in keep]
+    else:
+        split = "all"
+    examples, skipped = [], 0
+    mask = adapter.tokenizer.mask_token
+    for r in rows:
+        meta = {"n_attractors": r["n_attractors"], "correct": r["correct"], "wrong": r["wrong"],
+                "singular": r["singular"]}
+        if task == "sva":
+            text, target = r["masked"].replace("***mask***", mask), f"class:{r['singular']}"
+        else:
+            if not (_single_token(adapter, r["correct"]) and _single_token(adapter, r["wrong"])):
+                skipped += 1  # a contrast target needs both verb forms to be one token
+                continue
+            target = f"contrast:{r['correct']}/{r['wrong']}"
+            text = " ".join(r["words"][:r["verb_index"]]) if task == "causal_lm" else r["masked"].replace(
+                "***mask***", mask)
+            if not text:
+                skipped += 1  # verb-initial sentence: no left context to read
+                continue
+        examples.append(Example(f"{dataset}:{r['row']}", text, target, meta))
+    notes = {"split": split, "skipped_multi_token_or_empty": skipped,
+             "file_sha256": file_sha256(data_path(info.files["all"], data_dir)),
+             "target": {"sva": "probe class of the correct number", "masked_lm": "logit(correct) - logit(wrong) at "
+                        "the mask", "causal_lm": "logit(correct) - logit(wrong) for the next token after the "
+                        "left context"}[task]}
+    return examples, notes
+
+
+def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example]:
+    """A seeded sample of ``n`` examples (all when n is None or larger), in file order."""
+    if not examples:
+        raise InputError("the dataset has no usable example for this model (all skipped)")
+    if n is not None and n < 1:
+        raise InputError(f"--n {n}: the sample must hold at least one example")
+    if n is None or n >= len(examples):
+        return list(examples)
+    picked = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
+    return [examples[k] for k in picked]
