@@ -55,6 +55,8 @@ def explained_row(adapter, input_ids: list[int], target: Target) -> int:
     n = len(input_ids)
     mask_id = adapter.tokenizer.mask_token_id
     has_mask = mask_id is not None and mask_id in input_ids
+    if target.kind in ("auto", "class") and getattr(adapter.model.config, "attrbench_read_at", None) == "mask":
+        target = Target("mask")  # a probe read at the masked word (minilm-l6-sva)
     if target.kind == "position":
         if not -n <= target.position < n:
             raise InputError(f"target position {target.position} is outside the {n} tokens of the text")
@@ -76,9 +78,10 @@ def explained_row(adapter, input_ids: list[int], target: Target) -> int:
 
 
 def head_kind(adapter) -> Optional[str]:
-    """'classifier', 'masked_lm', 'causal_lm', or None for a bare encoder/decoder."""
+    """'classifier', 'token_classifier', 'masked_lm', 'causal_lm', or None for a bare encoder/decoder."""
     name = type(adapter.model).__name__
-    for suffix, kind in (("ForSequenceClassification", "classifier"), ("ForMaskedLM", "masked_lm"),
+    for suffix, kind in (("ForSequenceClassification", "classifier"), ("ForTokenClassification", "token_classifier"),
+                         ("ForMaskedLM", "masked_lm"),
                          ("ForCausalLM", "causal_lm"), ("LMHeadModel", "causal_lm")):
         if name.endswith(suffix):
             return kind
@@ -88,7 +91,8 @@ def head_kind(adapter) -> Optional[str]:
 def no_head_reason(adapter) -> Optional[str]:
     if head_kind(adapter) is None:
         return (f"'{adapter.name}' ({type(adapter.model).__name__}) has no output head to explain; gradient and "
-                "erasure methods need a classifier, masked-LM or causal-LM model")
+                "erasure methods need a classifier, masked-LM or causal-LM model (e.g. minilm-l6-sst2, "
+                "minilm-l6-sva or smollm2-135m)")
     return None
 
 
@@ -127,14 +131,14 @@ def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> Resol
     if head is None:
         raise InputError(no_head_reason(adapter))
     row = explained_row(adapter, input_ids, target)
-    if head == "classifier":
-        if target.kind in ("token", "contrast", "next", "mask"):
+    if head in ("classifier", "token_classifier"):
+        if target.kind in ("token", "contrast", "next") or (head == "classifier" and target.kind == "mask"):
             raise InputError(f"'{adapter.name}' is a classifier: use --target class:K or auto (predicted class)")
         n_classes = adapter.model.config.num_labels
         if target.label is not None and not 0 <= target.label < n_classes:
             raise InputError(f"class {target.label} does not exist: '{adapter.name}' has classes 0..{n_classes - 1}")
-        index = target.label if target.label is not None else int(logits[0].argmax())
-        return ResolvedTarget(head, row, index)
+        at = logits[0] if head == "classifier" else logits[0, row]
+        return ResolvedTarget(head, row, target.label if target.label is not None else int(at.argmax()))
     if target.kind == "class":
         raise InputError(f"'{adapter.name}' is a language model: use --target token:WORD, contrast:A/B or auto")
     if target.kind in ("token", "contrast"):

@@ -22,3 +22,15 @@ def tiny_models():
 
 
 TEXTS = ["the keys to the cabinet are on the table .", "a wonderful film", "dogs run"]
+
+
+@pytest.fixture(scope="session")
+def task_models(tmp_path_factory):
+    """Tiny task models trained by the real pipeline: {"sst2": adapter, "sva": adapter, "records": {...}}."""
+    from attrbench.models.tasks import Recipe, build_task_model
+
+    root = tmp_path_factory.mktemp("tasks")
+    records = {"sst2": build_task_model("tiny-bert", "sst2", root / "sst2", Recipe(train_size=512), progress=False),
+               "sva": build_task_model("tiny-bert", "sva", root / "sva", Recipe(train_size=512), progress=False)}
+    return {"sst2": load_model(str(root / "sst2")), "sva": load_model(str(root / "sva")), "records": records,
+            "root": root}

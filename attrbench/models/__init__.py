@@ -8,6 +8,7 @@ import torch
 from ..errors import InputError, ModelLoadError
 from .adapter import Batch, LayerCapture, TransformerAdapter, supported_architectures
 from .architectures import ARCHITECTURES
+from .tasks import TASK_MODELS, task_model_folder, training_record
 from .tiny import TINY_MODELS, build_tiny
 from .zoo import ZOO, model_folder
 
@@ -50,18 +51,23 @@ def load_model(name: str, dtype="float32") -> TransformerAdapter:
     torch_dtype = _dtype(dtype)
     if name in ZOO:
         return _from_folder(model_folder(ZOO[name]), name, torch_dtype)
+    if name in TASK_MODELS:
+        return _from_folder(task_model_folder(name), name, torch_dtype)
     if name in TINY_MODELS:
         model, tokenizer = build_tiny(name)
         return TransformerAdapter(model.to(torch_dtype), tokenizer, name)
     if os.path.isdir(name) or "/" in name:
         return _from_folder(name, name, torch_dtype)
-    raise ModelLoadError(f"unknown model '{name}'; offline models: {', '.join(list(ZOO) + list(TINY_MODELS))}; "
+    raise ModelLoadError(f"unknown model '{name}'; offline models: "
+                         f"{', '.join([*ZOO, *TASK_MODELS, *TINY_MODELS])}; "
                          "or give a local folder or a hub id (org/name)")
 
 
 def list_models() -> list[dict]:
     rows = [{"name": e.name, "kind": "offline zoo", "source": e.requirement, "description": e.description}
             for e in ZOO.values()]
+    rows += [{"name": t.name, "kind": "task (local)", "source": f"{t.base} trained here on {t.trained_on}",
+              "description": t.description, "training": training_record(t.name)} for t in TASK_MODELS.values()]
     rows += [{"name": n, "kind": "random tiny", "source": "built from config",
               "description": f"randomly initialised {n[5:]} (2 layers, d 32) for tests"} for n in TINY_MODELS]
     return rows

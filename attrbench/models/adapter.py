@@ -50,6 +50,17 @@ class LayerCapture:
         return LayerCapture(**values)
 
 
+def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id sequences into (input_ids, attention_mask)."""
+    n = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), n), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(sequences), n), dtype=torch.long)
+    for b, seq in enumerate(sequences):
+        input_ids[b, :len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
+        mask[b, :len(seq)] = 1
+    return input_ids, mask
+
+
 def _first(value):
     return value[0] if isinstance(value, (tuple, list)) else value
 
@@ -139,13 +150,7 @@ class TransformerAdapter:
         ids = [i[:limit] for i in ids]
         if any(len(i) == 0 for i in ids):
             raise InputError("a text tokenised to no tokens: give at least one word of text")
-        n = max(len(i) for i in ids)
-        pad = self.tokenizer.pad_token_id
-        input_ids = torch.full((len(ids), n), pad, dtype=torch.long)
-        mask = torch.zeros((len(ids), n), dtype=torch.long)
-        for b, seq in enumerate(ids):
-            input_ids[b, : len(seq)] = torch.tensor(seq)
-            mask[b, : len(seq)] = 1
+        input_ids, mask = pad_ids(ids, self.tokenizer.pad_token_id)
         tokens = [self.tokenizer.convert_ids_to_tokens(seq) for seq in ids]
         return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated)
 
