@@ -53,6 +53,11 @@ def cmd_models(args) -> None:
         return
     for row in rows:
         print(f"{row['name']:<16} {row['kind']:<12} {row['description']}")
+        training = row.get("training")
+        if row["kind"].startswith("task"):
+            accuracy = None if training is None else training.get("dev_accuracy", training.get("test_accuracy"))
+            print(f"{'':<29}" + ("not built yet: `attrbench prepare` (or first use) trains it" if training is None
+                                 else f"trained here {training['built']}, accuracy {accuracy:.3f}"))
     print("\nAlso: any local folder or hub id (org/name) of a supported architecture:")
     for name, description in supported_architectures().items():
         print(f"  {name:<11} {description}")
@@ -69,6 +74,18 @@ def cmd_methods(args) -> None:
     for row in rows:
         mark = "complete" if row["complete"] else ""
         print(f"{row['name']:<15} {row['family']:<10} {mark:<9} {row['description']}")
+
+
+def cmd_evals(args) -> None:
+    from .registry import EVALS
+
+    rows = [{"name": e.name, "family": e.family, "takes_methods": e.needs_methods, "description": e.description,
+             "reference": e.reference} for e in EVALS.all()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    for row in rows:
+        print(f"{row['name']:<18} {row['family']:<12} {row['description']}")
 
 
 def cmd_decompose(args) -> None:
@@ -118,6 +135,8 @@ def cmd_attribute(args) -> None:
         if method.output != "scores":
             raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
                               f"`attrbench decompose --scopes {method.name}`")
+    if args.ff_attribution != "ig":
+        methods = [m.with_ff_attribution(args.ff_attribution) for m in methods]
     adapter = load_model(args.model, dtype=args.dtype)
     results = [method(adapter, [args.text], target=args.target, value_bias=args.value_bias,
                       truncate=args.truncate)[0] for method in methods]
@@ -137,6 +156,60 @@ def cmd_attribute(args) -> None:
     print(f"model {adapter.name}  target {results[0].meta.get('target')}  explained row "
           f"{results[0].meta.get('row')} ({tokens[results[0].meta.get('row', 0)]})")
     print(table.round(4).to_string())
+
+
+def cmd_prepare(args) -> None:
+    from .models.tasks import TASK_MODELS, task_model_folder, training_record
+
+    _quiet_transformers()
+    names = _csv(args.models) or list(TASK_MODELS)
+    for name in names:
+        if name not in TASK_MODELS:
+            raise InputError(f"'{name}' is not a task model; task models: {', '.join(TASK_MODELS)}")
+    records = {}
+    for name in names:
+        folder = task_model_folder(name, progress=not args.json)
+        records[name] = {"folder": str(folder), **training_record(name)}
+    if args.json:
+        print(json.dumps(records, indent=1))
+        return
+    for name, rec in records.items():
+        if rec["task"] == "sst2":
+            print(f"{name}: SST-2 dev accuracy {rec['dev_accuracy']:.4f} ({rec['dev_examples']} sentences), "
+                  f"{rec['steps']} steps on {rec['train_examples']} phrases, trained in {rec['train_seconds']:.0f} s")
+        else:
+            by = ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in rec["test_accuracy_by_attractors"].items())
+            print(f"{name}: held-out accuracy {rec['test_accuracy']:.4f} ({rec['split']['test']} sentences; "
+                  f"validation {rec['val_accuracy']:.4f}); by attractors {by}; {rec['steps']} steps on "
+                  f"{rec['train_examples']} sentences, trained in {rec['train_seconds']:.0f} s")
+        print(f"  cached in {rec['folder']}")
+
+
+def cmd_eval(args) -> None:
+    from . import load_model
+    from .evaluation import evaluate
+    from .results import provenance, table, write_results
+
+    _quiet_transformers()
+    adapter = load_model(args.model, dtype=args.dtype)
+    records = evaluate(adapter, _csv(args.method) or [], _csv(args.eval) or [], args.dataset, n=args.n,
+                       seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir,
+                       progress=not args.json)
+    info = provenance(adapter, dataset=args.dataset, split=args.split, n=args.n, seed=args.seed, rank=args.rank,
+                      evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir)
+    path = write_results(records, args.out, info)
+    if args.json:
+        print(json.dumps(records, default=float))
+        return
+    import pandas as pd
+
+    with pd.option_context("display.width", 200, "display.max_columns", 20):
+        print(table(records).round(4).to_string(index=False))
+    undefined = sum(r.get("n_undefined", 0) for r in records)
+    if undefined:
+        print(f"\n{undefined} per-example values were undefined (e.g. constant scores: no Spearman) and are "
+              "counted in n_undefined, not in the mean.")
+    print(f"\nresults: {path} (+ .csv)")
 
 
 def _context_share(maps: np.ndarray) -> np.ndarray:
@@ -217,9 +290,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--value-bias", default="token", choices=["token", "bias"])
     p.add_argument("--truncate", action="store_true")
+    p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
+                   help="FF-inclusive methods (ff_rollout): split the FF activation by IG (default) or Shapley values")
     p.add_argument("--plot", metavar="FILE.png", help="token-saliency strips, one row per method")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_attribute)
+
+    p = sub.add_parser("eval", help="score methods with evaluations on a dataset sample; writes results")
+    p.add_argument("--model", required=True)
+    p.add_argument("--method", default="", help="comma-separated, or 'all' (analyses take none)")
+    p.add_argument("--eval", required=True, help="comma-separated evaluation names (see `attrbench evals`)")
+    p.add_argument("--dataset", required=True, help="sst2, sva-linzen or sva-generated")
+    p.add_argument("--split", help="sst2: dev (default), test (predicted class) or train; sva-linzen on the "
+                                  "probe: test (default), val or train")
+    p.add_argument("--n", type=int, default=500, help="sample size (default 500; all if larger than the data)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--rank", default="scipy", choices=["scipy", "dense"],
+                   help="Spearman convention: scipy (tie-corrected, default) or dense (the ALTI scripts)")
+    p.add_argument("--data-dir", help="a folder laid out like attrbench/data (default: the shipped data)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--out", default="attrbench-out/eval", help="folder for the results files")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("evals", help="list the registered evaluations")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_evals)
+
+    p = sub.add_parser("prepare", help="build the task models (fine-tuned SST-2 classifier, SVA probe) now")
+    p.add_argument("--models", help="comma-separated (default: all task models)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("run", help="the main job: decompose a sample sentence on the offline models")
     p.add_argument("--models", default="minilm-l6,smollm2-135m")

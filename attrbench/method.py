@@ -14,6 +14,7 @@ import numpy as np
 
 from .aggregate import rollout, row_normalise, with_identity
 from .decompose import decompose, scopes_for
+from .decompose.engine import FF_SCOPES
 from .errors import InputError
 from .models import TransformerAdapter
 from .targets import Target, explained_row
@@ -42,6 +43,17 @@ class Method:
     output: str = "maps"
     complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
     reference: str = ""
+    ff_attribution: str | None = None  # FF-inclusive methods: how the FF activation is split ("ig", Shapley ...)
+
+    def with_ff_attribution(self, ff_attribution: str) -> "Method":
+        """A copy splitting the FF activation another way (IG or a Shapley variant); FF-inclusive methods only."""
+        import copy
+
+        if self.ff_attribution is None:
+            raise InputError(f"'{self.name}' does not go through the FF block, so it has no FF split to choose")
+        clone = copy.copy(self)
+        clone.ff_attribution = ff_attribution
+        return clone
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         return None
@@ -65,6 +77,7 @@ class ScopeMap(Method):
     def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
         self.name, self.scope, self.family = scope, scope, family
         self.description, self.complete, self.reference = description, complete, reference
+        self.ff_attribution = "ig" if scope in FF_SCOPES else None
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         if self.scope in scopes_for(adapter.norm_first):
@@ -74,10 +87,11 @@ class ScopeMap(Method):
 
     def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
         results = decompose(adapter, texts, scopes=[self.scope], layers=layers, value_bias=value_bias,
-                            truncate=truncate)
+                            truncate=truncate, ff_attribution=self.ff_attribution or "ig")
         return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
                              {"layers": d.layers, "value_bias": d.value_bias, "dtype": d.dtype,
-                              "truncated": d.truncated}) for d in results]
+                              "truncated": d.truncated, "ff_attribution": d.ff_attribution if self.ff_attribution else None})
+                for d in results]
 
 
 class Rollout(Method):
@@ -90,9 +104,10 @@ class Rollout(Method):
     output = "scores"
 
     def __init__(self, name: str, source, family: str, description: str, reference: str,
-                 identity: bool = False):
+                 identity: bool = False, through_ff: bool = False):
         self.name, self.family, self.description, self.reference = name, family, description, reference
         self.source, self.identity = source, identity
+        self.ff_attribution = "ig" if through_ff else None
 
     def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
         if layers is not None:
@@ -102,12 +117,12 @@ class Rollout(Method):
         scope = "atb" if derived else key
         results = []
         for dec in decompose(adapter, texts, scopes=[scope], derived=derived, value_bias=value_bias,
-                             truncate=truncate):
+                             truncate=truncate, ff_attribution=self.ff_attribution or "ig"):
             per_layer = dec.maps[key].astype(np.float64)
             per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
             row = explained_row(adapter, dec.input_ids, target)
             results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[row], None,
                                         {"target": str(target), "row": row, "source": key,
                                          "value_bias": dec.value_bias, "dtype": dec.dtype,
-                                         "truncated": dec.truncated}))
+                                         "truncated": dec.truncated, "ff_attribution": self.ff_attribution}))
         return results

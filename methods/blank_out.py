@@ -1,7 +1,9 @@
 """Blank-out erasure: how much the target's probability moves when one token is blanked.
 
 ``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``; the blank is the mask
-token (or ``blank_token``; models without one use unk, then eos). All n variants go through the
+token (or ``blank_token``). Causal LMs have no mask token; they get a bare space token (``Ġ`` /
+``▁``) when the vocabulary has one, because their unk/eos token (``<|endoftext|>``) starts a new
+document and would wipe out the whole left context; otherwise unk, then eos. All n variants go through the
 model in batches of one forward pass each, in token-id space (never decoded and re-tokenised).
 The SVA reference of the ALTI paper.
 """
@@ -32,7 +34,11 @@ class BlankOut(Method):
             if blank is None or blank == tok.unk_token_id and self.blank_token != tok.unk_token:
                 raise InputError(f"blank token '{self.blank_token}' is not in the vocabulary of '{adapter.name}'")
             return blank
-        for candidate in (tok.mask_token_id, tok.unk_token_id, tok.eos_token_id):
+        space = None
+        if tok.mask_token_id is None and adapter.causal:
+            vocab = tok.get_vocab()
+            space = next((vocab[s] for s in ("Ġ", "▁") if s in vocab), None)
+        for candidate in (tok.mask_token_id, space, tok.unk_token_id, tok.eos_token_id):
             if candidate is not None:
                 return candidate
         raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")

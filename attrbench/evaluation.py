@@ -1,0 +1,231 @@
+"""The one call shape every evaluation plugin has, and the steps several evaluations share.
+
+``evaluation(adapter, methods, examples, context) -> list[dict]``: one record per (method, metric),
+each with at least ``model, method, eval, dataset, metric, mean, std, n`` and the example ids it
+was computed on. Evaluations that score methods get their input attributions from
+:func:`attributions`, so every evaluation explains the same examples with the same targets.
+Analyses of the model itself (the papers' figures) take no methods (``needs_methods = False``).
+"""
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from .datasets import Example
+from .errors import InputError
+from .method import Method, MethodResult
+from .models.adapter import pad_ids
+from .targets import Target, explained_row, resolve
+
+
+@dataclass
+class EvalContext:
+    """What an evaluation is run on, besides the model, methods and examples."""
+
+    dataset: str
+    seed: int = 0
+    rank: str = "scipy"  # Spearman convention: "scipy" (tie-corrected) or "dense" (the ALTI scripts)
+    progress: bool = True
+    notes: dict = field(default_factory=dict)  # the dataset's split, target convention, file hash
+
+
+class Evaluation:
+    """Base class. Subclasses set ``name``, ``family``, ``description``, ``reference``."""
+
+    name: str = ""
+    family: str = ""
+    description: str = ""
+    reference: str = ""
+    needs_methods: bool = True
+    score_methods_only: bool = True  # needs input attributions (not token-to-token maps)
+
+    def check(self, adapter, methods: Sequence[Method], context: EvalContext) -> None:
+        """Raise before any work if this evaluation cannot serve these methods on this model."""
+        if self.needs_methods and not methods:
+            raise InputError(f"evaluation '{self.name}' scores methods: give --method (one or more)")
+        for method in methods:
+            if self.score_methods_only and method.output != "scores":
+                raise InputError(f"'{method.name}' gives token-to-token maps, not input attributions; "
+                                 f"'{self.name}' needs a scores method (e.g. its rollout)")
+            reason = method.supports(adapter)
+            if reason:
+                raise InputError(f"method '{method.name}' cannot run on '{adapter.name}': {reason}")
+
+    def __call__(self, adapter, methods: Sequence[Method], examples: Sequence[Example],
+                 context: EvalContext) -> list[dict]:
+        if not examples:
+            raise InputError(f"evaluation '{self.name}' got an empty sample: give --n of at least 1")
+        self.check(adapter, methods, context)
+        return self.run(adapter, list(methods), list(examples), context)
+
+    def run(self, adapter, methods, examples, context) -> list[dict]:
+        raise NotImplementedError
+
+    def record(self, adapter, context: EvalContext, method: Optional[str], metric: str, values,
+               examples: Sequence[Example], **extra) -> dict:
+        """A result row: mean ± std over the defined per-example values (None marks undefined ones)."""
+        defined = np.array([v for v in values if v is not None], dtype=np.float64)
+        return {"model": adapter.name, "method": method or "-", "eval": self.name, "dataset": context.dataset,
+                "metric": metric, "mean": float(defined.mean()) if len(defined) else None,
+                "std": float(defined.std()) if len(defined) else None, "n": int(len(defined)),
+                "n_undefined": int(len(values) - len(defined)), "seed": context.seed,
+                "example_ids": [e.id for e in examples], **context.notes, **extra}
+
+
+def non_special(adapter, input_ids: Sequence[int]) -> np.ndarray:
+    """Positions of the tokens an attribution is judged on: all but special tokens ([CLS], [SEP], [MASK]).
+
+    [UNK] stands for a real input word, so it is judged like one.
+    """
+    special = set(adapter.tokenizer.all_special_ids) - {adapter.tokenizer.unk_token_id}
+    return np.array([k for k, t in enumerate(input_ids) if t not in special], dtype=np.int64)
+
+
+def attributions(adapter, method: Method, examples: Sequence[Example], progress: bool = False,
+                 desc: str = "") -> list[MethodResult]:
+    """One method's input attributions for each example's own target."""
+    bar = tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False)
+    return [method(adapter, [e.text], target=e.target)[0] for e in bar]
+
+
+def resolved_target(adapter, example: Example, input_ids: list[int]):
+    """The example's target made concrete on the unperturbed text (predicted classes fixed here)."""
+    target = Target.parse(example.target)
+    ids = torch.tensor([input_ids])
+    with torch.no_grad():
+        logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    return target, resolve(adapter, input_ids, target, logits)
+
+
+@torch.no_grad()
+def target_probabilities(adapter, target: Target, resolved, sequences: Sequence[Sequence[int]],
+                         batch_size: int = 64) -> np.ndarray:
+    """p(explained class/token) for token-id sequences (perturbed texts), each read at its own row."""
+    out = np.zeros(len(sequences))
+    order = np.argsort([len(s) for s in sequences])
+    for k in range(0, len(order), batch_size):
+        chunk = order[k:k + batch_size]
+        ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
+        logits = adapter.model(input_ids=ids, attention_mask=mask).logits
+        for b, i in enumerate(chunk):
+            row = explained_row(adapter, list(sequences[i]), target)
+            one = logits[b:b + 1] if resolved.head == "classifier" else logits[b:b + 1, :len(sequences[i])]
+            at = one if resolved.head == "classifier" else one[:, row]
+            out[i] = float(at.double().softmax(-1)[0, resolved.index])
+    return out
+
+
+class PeakMemory:
+    """Peak resident memory above the starting level while the block runs (sampled every 2 ms).
+
+    On CUDA the allocator's own peak is used instead.
+    """
+
+    def __init__(self, device: Optional[torch.device] = None):
+        self.cuda = device is not None and device.type == "cuda"
+        self.peak_bytes = 0
+
+    def __enter__(self):
+        if self.cuda:
+            torch.cuda.reset_peak_memory_stats()
+            self.base = torch.cuda.memory_allocated()
+            return self
+        import psutil
+
+        process = psutil.Process()
+        self.base = process.memory_info().rss
+        self._stop = threading.Event()
+        self._max = self.base
+
+        def sample():
+            while not self._stop.is_set():
+                self._max = max(self._max, process.memory_info().rss)
+                self._stop.wait(0.002)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        if self.cuda:
+            self.peak_bytes = torch.cuda.max_memory_allocated() - self.base
+            return False
+        self._stop.set()
+        self._thread.join()
+        import psutil
+
+        self._max = max(self._max, psutil.Process().memory_info().rss)
+        self.peak_bytes = self._max - self.base
+        return False
+
+
+def timed(fn):
+    """(result, seconds, peak MB above the start) of one call."""
+    with PeakMemory() as memory:
+        start = time.perf_counter()
+        result = fn()
+        seconds = time.perf_counter() - start
+    return result, seconds, memory.peak_bytes / 2**20
+
+
+def ceil_count(percent: float, m: int) -> int:
+    return min(m, max(1, math.ceil(percent * m / 100)))
+
+
+def decompositions(adapter, examples: Sequence[Example], scopes: Sequence[str], progress: bool = False,
+                   desc: str = "decompose", **options):
+    """Decompose each example's text (one at a time, so kept parts stay small); yields Decompositions."""
+    from .decompose import decompose
+
+    for example in tqdm(examples, desc=desc, unit="ex", disable=not progress, leave=False):
+        yield decompose(adapter, [example.text], scopes=list(scopes), **options)[0]
+
+
+class Analysis(Evaluation):
+    """A paper's analysis of the model itself: runs the engine on the dataset's texts, takes no methods."""
+
+    family = "analysis"
+    needs_methods = False
+
+    def check(self, adapter, methods, context):
+        pass  # methods given alongside other evaluations are simply not used here
+
+
+def evaluate(adapter, method_names: Sequence[str], eval_names: Sequence[str], dataset: str, *,
+             n: Optional[int] = 500, seed: int = 0, split: Optional[str] = None, rank: str = "scipy",
+             data_dir=None, progress: bool = True) -> list[dict]:
+    """Run evaluations on a seeded sample of a dataset; every check is made before any work starts."""
+    from .datasets import examples_for, sample
+    from .registry import EVALS, METHODS
+
+    evals = [EVALS.get(name) for name in eval_names]
+    if not evals:
+        raise InputError(f"no evaluation given; known: {', '.join(EVALS.names())}")
+    if rank not in ("scipy", "dense"):
+        raise InputError(f"rank convention '{rank}' is not known; use scipy or dense")
+    if method_names and not any(e.needs_methods for e in evals):
+        raise InputError(f"{', '.join(eval_names)} analyse(s) the model itself and take(s) no --method")
+    examples, notes = examples_for(adapter, dataset, split, data_dir)
+    chosen = sample(examples, n, seed)
+    plans = []
+    for evaluation in evals:
+        names = list(method_names)
+        if names == ["all"]:
+            names = [m.name for m in METHODS.all() if m.supports(adapter) is None
+                     and (m.output == "scores" or not evaluation.score_methods_only)]
+        methods = [METHODS.get(name) for name in names] if evaluation.needs_methods else []
+        context = EvalContext(dataset, seed, rank, progress, {**notes, "sample_size": len(chosen),
+                                                              "dataset_size": len(examples)})
+        evaluation.check(adapter, methods, context)
+        plans.append((evaluation, methods, context))
+    records = []
+    for evaluation, methods, context in plans:
+        records += evaluation(adapter, methods, chosen, context)
+    return records

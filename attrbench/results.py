@@ -1,0 +1,52 @@
+"""Writing evaluation results: a JSON file with every record and the run's provenance, and a CSV table."""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import sys
+import time
+from pathlib import Path
+
+TABLE_COLUMNS = ["model", "dataset", "eval", "method", "metric", "mean", "std", "n", "n_undefined"]
+
+
+def provenance(adapter, **options) -> dict:
+    import torch
+    import transformers
+
+    from . import __version__
+    from .models.tasks import TASK_MODELS, training_record
+    from .models.zoo import weights_hash
+
+    base = TASK_MODELS[adapter.name].base if adapter.name in TASK_MODELS else adapter.name
+    return {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "attrbench": __version__, "torch": torch.__version__,
+            "transformers": transformers.__version__, "python": sys.version.split()[0],
+            "platform": platform.platform(), "model": adapter.name, "model_source": adapter.source,
+            "weights_sha256": weights_hash(base), "training": training_record(adapter.name), **options}
+
+
+def table(records: list[dict]):
+    import pandas as pd
+
+    frame = pd.DataFrame(records)
+    return frame[[c for c in TABLE_COLUMNS if c in frame.columns]]
+
+
+def write_results(records: list[dict], out_dir: str | Path, info: dict) -> Path:
+    """Write ``<out>/<model>-<dataset>-<timestamp>.json`` (+ ``.csv``) atomically; return the JSON path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(info["model"]).name)  # a folder path or org/name: one name
+    stem = f"{model}-{info.get('dataset', 'eval')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    path, k = out / f"{stem}.json", 1
+    while path.exists():  # two runs in the same second
+        k += 1
+        path = out / f"{stem}-{k}.json"
+    stem = path.stem
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps({"run": info, "records": records}, indent=1, default=float))
+    os.replace(tmp, path)
+    table(records).to_csv(out / f"{stem}.csv", index=False)
+    return path

@@ -1,0 +1,57 @@
+"""Erasure faithfulness, ERASER style (DeYoung et al. 2020; the final ALTI paper's protocol).
+
+For each example the non-special tokens are ranked by the method's scores (ties: earlier position
+first). At k = 1, 5, 10, 20, 50 % (r = ceil(k·m/100) of the m non-special tokens):
+
+- comprehensiveness_k = p(target | x) − p(target | x with the top-r tokens deleted)   (higher: better)
+- sufficiency_k      = p(target | x) − p(target | only the top-r tokens kept)       (lower: better)
+
+Tokens are deleted from the token-id sequence (never decoded and re-tokenised); special tokens
+([CLS], [SEP], the probe's [MASK]) always stay, and the target is read at its own row of each
+perturbed sequence. The target is fixed on the unperturbed text (its predicted class or token).
+AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through one batch.
+"""
+import numpy as np
+
+from attrbench.evaluation import (Evaluation, attributions, ceil_count, non_special, resolved_target,
+                                  target_probabilities)
+from attrbench.registry import EVALS
+
+BINS = (1, 5, 10, 20, 50)
+
+
+class ErasureAOPC(Evaluation):
+    name, family = "erasure_aopc", "faithfulness"
+    description = "comprehensiveness and sufficiency AOPC of deleting/keeping the top 1-50 % tokens"
+    reference = "DeYoung et al. 2020 (ERASER); Ferrando et al. 2022"
+
+    def run(self, adapter, methods, examples, context):
+        records = []
+        for method in methods:
+            results = attributions(adapter, method, examples, context.progress)
+            comp, suff = [], []
+            for example, result in zip(examples, results):
+                ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
+                target, resolved = resolved_target(adapter, example, ids)
+                positions = non_special(adapter, ids)
+                ranked = positions[np.argsort(-result.values[positions], kind="stable")]
+                variants = [ids]
+                for k in BINS:
+                    top = set(ranked[:ceil_count(k, len(positions))].tolist())
+                    if len(top) == len(ids):  # nothing but the top tokens: keep one so the text is not empty
+                        top.discard(ranked[-1])
+                    variants.append([t for p, t in enumerate(ids) if p not in top])
+                    variants.append([t for p, t in enumerate(ids) if p in top or p not in set(positions.tolist())])
+                p = target_probabilities(adapter, target, resolved, variants)
+                comp.append(p[0] - p[1::2])
+                suff.append(p[0] - p[2::2])
+            comp, suff = np.array(comp), np.array(suff)
+            for metric, values, better in (("comprehensiveness_aopc", comp, True), ("sufficiency_aopc", suff, False)):
+                records.append(self.record(adapter, context, method.name, metric, values.mean(1).tolist(), examples,
+                                           higher_is_better=better, bins_percent=list(BINS),
+                                           per_example=values.mean(1).tolist(),
+                                           by_bin={str(k): float(v) for k, v in zip(BINS, values.mean(0))}))
+        return records
+
+
+EVALS.add(ErasureAOPC)

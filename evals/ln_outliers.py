@@ -1,0 +1,77 @@
+"""LN gamma against FF-output outlier dimensions (Kobayashi et al. 2024, §6.2, Fig. 8).
+
+Per layer: the Pearson and Spearman correlation, over dimensions, between the gain γ of the norm
+that next reads the FF output (Post-LN: LN2; Pre-LN: the next layer's first norm, or the final
+norm) and the mean |FF output| in that dimension. Then the FF's contextualization change
+(1 − Spearman of the maps before and after the FF) is recomputed with the bottom-1 % γ dimensions
+left out of the FF parts' norms. Published: r from −0.45 to −0.78 (BERT-base), change 0.21 → 0.09.
+"""
+import numpy as np
+from scipy.stats import pearsonr, spearmanr
+
+from attrbench.evaluation import Analysis, decompositions
+from attrbench.registry import EVALS
+
+from .context_change import change
+
+BOTTOM = 0.01
+
+
+def next_gains(adapter) -> list:
+    """Per layer, the gain vector of the norm that reads the FF output."""
+    if not adapter.norm_first:
+        return [spec.ln2.module.weight for spec in adapter.layers]
+    final = getattr(adapter.model.base_model, "norm", None) or getattr(adapter.model.base_model, "ln_f", None) \
+        or getattr(getattr(adapter.model.base_model, "decoder", None), "final_layer_norm", None)
+    gains = [spec.ln1.module.weight for spec in adapter.layers[1:]]
+    return gains + [final.weight if final is not None else None]
+
+
+class LNOutliers(Analysis):
+    name = "ln_outliers"
+    description = "LN gamma vs FF-output magnitude per dimension; FF change without the bottom-1% gamma dims"
+    reference = "Kobayashi et al. 2024, §6.2"
+
+    def run(self, adapter, methods, examples, context):
+        before, after = ("atb_ln", "atb_ln_ff") if adapter.norm_first else ("atb", "atb_ff")
+        gains = [None if g is None else g.detach().double().numpy() for g in next_gains(adapter)]
+        drop = [None if g is None else np.argsort(g)[:max(1, int(round(BOTTOM * len(g))))] for g in gains]
+        sums, count = None, 0
+        full, reduced = [], []
+        for dec in decompositions(adapter, examples, [before, after], context.progress, self.name, keep_parts=True):
+            per_full, per_reduced = [], []
+            for layer, parts in enumerate(dec.parts):
+                ff_parts, ff_bias = parts[after]
+                out = ff_parts.sum(1) + ff_bias  # the FF output of each token, (n, d)
+                mag = out.abs().double().sum(0).numpy()
+                sums = np.zeros((adapter.n_layers, len(mag))) if sums is None else sums
+                sums[layer] += mag
+                keep = np.ones(ff_parts.shape[-1], dtype=bool)
+                if drop[layer] is not None:
+                    keep[drop[layer]] = False
+                trimmed = ff_parts[..., keep].norm(dim=-1).double().numpy()
+                per_full.append(change(dec.maps[before][layer], dec.maps[after][layer], adapter.causal))
+                per_reduced.append(change(dec.maps[before][layer], trimmed, adapter.causal))
+            count += len(dec.tokens)
+            full.append(per_full)
+            reduced.append(per_reduced)
+        mean_abs = sums / count
+        pearson, spearman = [], []
+        for g, m in zip(gains, mean_abs):
+            ok = g is not None and np.ptp(g) > 0 and np.ptp(m) > 0
+            pearson.append(float(pearsonr(g, m).statistic) if ok else None)
+            spearman.append(float(spearmanr(g, m).statistic) if ok else None)
+        full, reduced = np.array(full), np.array(reduced)
+        defined = [p for p in pearson if p is not None]
+        return [
+            self.record(adapter, context, "-", "gamma_vs_ff_pearson", defined, examples, per_layer=pearson,
+                        per_layer_spearman=spearman, note="values are per layer (over dimensions), not per example"),
+            self.record(adapter, context, "-", "ff_change", full.mean(1).tolist(), examples,
+                        per_layer=full.mean(0).tolist(), maps=[before, after]),
+            self.record(adapter, context, "-", "ff_change_without_bottom_gamma", reduced.mean(1).tolist(), examples,
+                        per_layer=reduced.mean(0).tolist(), dropped_fraction=BOTTOM,
+                        dropped_dims=[None if d is None else d.tolist() for d in drop]),
+        ]
+
+
+EVALS.add(LNOutliers)

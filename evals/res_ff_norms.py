@@ -1,0 +1,35 @@
+"""How much the second residual drowns the FF's update (Kobayashi et al. 2024, §6.1, Fig. 7).
+
+Per layer, the mean L2 norm over tokens of the FF output ``FF(x'_i)`` and of the vector the second
+residual carries around it (``x'_i``), read from the real forward pass: the residual's output
+minus the FF output. The paper found the bypass more than twice the FF output in most layers.
+"""
+import numpy as np
+
+from attrbench.evaluation import Analysis
+from attrbench.registry import EVALS
+
+
+class ResFFNorms(Analysis):
+    name = "res_ff_norms"
+    description = "mean norm of the FF output vs the RES2 bypass, per layer"
+    reference = "Kobayashi et al. 2024, §6.1"
+
+    def run(self, adapter, methods, examples, context):
+        from tqdm.auto import tqdm
+
+        ff, bypass = [], []
+        for example in tqdm(examples, desc=self.name, unit="ex", disable=not context.progress, leave=False):
+            captures = adapter.capture(adapter.encode([example.text]))
+            ff.append([float(c.ff_out[0].norm(dim=-1).mean()) for c in captures])
+            # RES2 output is LN2's input in Post-LN models and the layer output in Pre-LN ones
+            bypass.append([float(((c.out if adapter.norm_first else c.ln2_in)[0] - c.ff_out[0]).norm(dim=-1).mean())
+                           for c in captures])
+        ff, bypass = np.array(ff), np.array(bypass)
+        ratio = bypass / np.maximum(ff, 1e-30)
+        return [self.record(adapter, context, "-", metric, values.mean(1).tolist(), examples,
+                            per_layer=values.mean(0).tolist())
+                for metric, values in (("ff_norm", ff), ("bypass_norm", bypass), ("bypass_to_ff_ratio", ratio))]
+
+
+EVALS.add(ResFFNorms)
