@@ -12,12 +12,6 @@ import numpy as np
 from .decompose.shapley import FF_ATTRIBUTIONS
 from .errors import AttrbenchError, InputError
 
-SAMPLE_TEXTS = {
-    "minilm-l6": "The keys to the old wooden cabinet are on the kitchen table.",
-    "smollm2-135m": "The keys to the old wooden cabinet are on the kitchen table.",
-}
-
-
 def _quiet_transformers() -> None:
     import transformers
 
@@ -212,42 +206,56 @@ def cmd_eval(args) -> None:
     print(f"\nresults: {path} (+ .csv)")
 
 
-def _context_share(maps: np.ndarray) -> np.ndarray:
-    """Per layer, the mean share of a row's norm mass that comes from other tokens."""
-    diag = np.diagonal(maps, axis1=1, axis2=2)
-    return (1 - diag / np.maximum(maps.sum(-1), 1e-30)).mean(-1)
-
-
 def cmd_run(args) -> None:
-    """The main job (until leaderboards land): decompose a sample sentence on the offline models."""
-    from . import decompose, load_model
-    from .plot import plot_maps
+    """The main job: a leaderboard run from a config (default: the shipped one), then its report."""
+    import time
+
+    from .report import write_report
+    from .runs import LocalExecutor, RayExecutor, read_config, run_leaderboard
 
     _quiet_transformers()
-    out = Path(args.out)
-    summary = []
-    for name in _csv(args.models):
-        adapter = load_model(name)
-        text = args.text or SAMPLE_TEXTS.get(name, SAMPLE_TEXTS["minilm-l6"])
-        dec = decompose(adapter, text, progress=not args.json)[0]
-        png = plot_maps(dec, out / f"{name}-last-layer.png")
-        (out / f"{name}.json").write_text(json.dumps(dec.to_json()))
-        scopes = [s for s in dec.maps if s != "attn_w"]
-        share = {s: _context_share(dec.maps[s]) for s in scopes}
-        summary.append({"model": name, "tokens": dec.tokens, "residuals": dec.residuals,
-                        "context_share_mean": {s: float(v.mean()) for s, v in share.items()},
-                        "heatmap": str(png), "maps": str(out / f"{name}.json")})
-        if not args.json:
-            print(f"\n{name}: {len(dec.tokens)} tokens, {adapter.n_layers} layers, {adapter.dtype}")
-            print("  tokens: " + " ".join(dec.tokens))
-            print(f"  {'scope':<15}{'completeness residual':>23}{'context share (mean over layers)':>35}")
-            for s in scopes:
-                print(f"  {s:<15}{dec.residuals[s]:>23.1e}{share[s].mean():>35.3f}")
-            print(f"  heatmaps of the last layer: {png}\n  all maps (JSON): {out / (name + '.json')}")
+    config = read_config(args.config)
+    run_dir = Path(args.out) / config["name"]
+    executor = RayExecutor(args.address, args.workers) if args.executor == "ray" else LocalExecutor(args.workers)
+    summary = run_leaderboard(config, run_dir, executor, progress=not args.json)
+    start = time.perf_counter()
+    paths = write_report(run_dir)
+    summary["report_seconds"] = time.perf_counter() - start
     if args.json:
-        print(json.dumps(summary, indent=1))
-    else:
-        print("\ncontext share = 1 - own-token part / sum of parts, per row; how much a layer mixes tokens.")
+        print(json.dumps({**summary, **{k: str(v) for k, v in paths.items()}}))
+        return
+    print(f"\nrun '{config['name']}': {summary['units']} units ({summary['computed']} computed, "
+          f"{summary['reused']} already stored); planning {summary['plan_seconds']:.0f} s, computing "
+          f"{summary['compute_seconds']:.0f} s, report {summary['report_seconds']:.0f} s")
+    print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
+
+
+def cmd_report(args) -> None:
+    from .report import write_report
+
+    paths = write_report(args.run_dir)
+    if args.json:
+        print(json.dumps({k: str(v) for k, v in paths.items()}))
+        return
+    print(f"leaderboard: {paths['leaderboard']} ({paths['tables']} tables)\nreport:      {paths['html']} "
+          f"({paths['figures']} figures)")
+
+
+def cmd_score(args) -> None:
+    from . import load_model
+    from .external import score_attributions
+    from .results import provenance, table, write_results
+
+    _quiet_transformers()
+    adapter = load_model(args.model, dtype=args.dtype)
+    records = score_attributions(adapter, args.attributions, _csv(args.eval) or [], args.dataset, rank=args.rank,
+                                 name=args.name, progress=not args.json)
+    path = write_results(records, args.out, provenance(adapter, dataset=args.dataset, attributions=args.attributions))
+    if args.json:
+        print(json.dumps(records, default=float))
+        return
+    print(table(records).round(4).to_string(index=False))
+    print(f"\nresults: {path} (+ .csv)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -322,12 +330,32 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prepare)
 
-    p = sub.add_parser("run", help="the main job: decompose a sample sentence on the offline models")
-    p.add_argument("--models", default="minilm-l6,smollm2-135m")
-    p.add_argument("--text", help="a text of your own instead of the sample")
-    p.add_argument("--out", default="attrbench-out")
+    p = sub.add_parser("run", help="the main job: a leaderboard run from a config, then its report")
+    p.add_argument("config", nargs="?", help="TOML (or YAML) run config (default: the shipped default leaderboard)")
+    p.add_argument("--out", default="attrbench-runs", help="parent folder of run folders (default attrbench-runs)")
+    p.add_argument("--executor", default="local", choices=["local", "ray"])
+    p.add_argument("--address", help="Ray cluster address (default: ray.init() starts or joins a local one)")
+    p.add_argument("--workers", type=int, help="local: torch threads; ray: CPUs of a local Ray instance")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("report", help="(re)write leaderboard.md and report.html of a run folder")
+    p.add_argument("run_dir")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("score", help="score attributions computed by another tool (JSON lines)")
+    p.add_argument("--attributions", required=True, metavar="FILE.jsonl",
+                   help='one object per line: {"id" or "text", "tokens" or "input_ids", "scores"}')
+    p.add_argument("--model", required=True)
+    p.add_argument("--eval", required=True, help="faithfulness_corr and/or erasure_aopc")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--name", default="external", help="method name to report the attributions under")
+    p.add_argument("--rank", default="scipy", choices=["scipy", "dense"])
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--out", default="attrbench-out/eval")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_score)
     return parser
 
 

@@ -70,13 +70,31 @@ class Evaluation:
 
     def record(self, adapter, context: EvalContext, method: Optional[str], metric: str, values,
                examples: Sequence[Example], **extra) -> dict:
-        """A result row: mean ± std over the defined per-example values (None marks undefined ones)."""
-        defined = np.array([v for v in values if v is not None], dtype=np.float64)
+        """A result row: mean ± std over the defined per-example ``values`` (None marks undefined ones).
+
+        ``values`` (and ``per_example``, when given) are kept per example, in the order of
+        ``example_ids``, so records of several shards merge exactly (:meth:`merge`).
+        """
+        values = [None if v is None else float(v) for v in values]
         return {"model": adapter.name, "method": method or "-", "eval": self.name, "dataset": context.dataset,
-                "metric": metric, "mean": float(defined.mean()) if len(defined) else None,
-                "std": float(defined.std()) if len(defined) else None, "n": int(len(defined)),
-                "n_undefined": int(len(values) - len(defined)), "seed": context.seed,
-                "example_ids": [e.id for e in examples], **context.notes, **extra}
+                "metric": metric, **summary(values), "seed": context.seed,
+                "example_ids": [e.id for e in examples], "values": values, **context.notes, **extra}
+
+    def merge(self, shards: Sequence[dict]) -> dict:
+        """One record from the same record of several example shards (in shard order)."""
+        merged = dict(shards[0])
+        for key in ("values", "example_ids", "per_example"):
+            if key in merged:
+                merged[key] = [v for shard in shards for v in shard[key]]
+        merged.update(summary(merged["values"]), sample_size=len(merged["example_ids"]))
+        return merged
+
+
+def summary(values: Sequence[Optional[float]]) -> dict:
+    defined = np.array([v for v in values if v is not None], dtype=np.float64)
+    return {"mean": float(defined.mean()) if len(defined) else None,
+            "std": float(defined.std()) if len(defined) else None,
+            "n": int(len(defined)), "n_undefined": int(len(values) - len(defined))}
 
 
 def non_special(adapter, input_ids: Sequence[int]) -> np.ndarray:
@@ -179,13 +197,16 @@ def ceil_count(percent: float, m: int) -> int:
     return min(m, max(1, math.ceil(percent * m / 100)))
 
 
-def decompositions(adapter, examples: Sequence[Example], scopes: Sequence[str], progress: bool = False,
+def decompositions(adapter, examples: Sequence[Example], scopes: Optional[Sequence[str]], progress: bool = False,
                    desc: str = "decompose", **options):
-    """Decompose each example's text (one at a time, so kept parts stay small); yields Decompositions."""
+    """Decompose each example's text (one at a time, so kept parts stay small); yields Decompositions.
+
+    ``scopes=None`` decomposes every scope of the model.
+    """
     from .decompose import decompose
 
     for example in tqdm(examples, desc=desc, unit="ex", disable=not progress, leave=False):
-        yield decompose(adapter, [example.text], scopes=list(scopes), **options)[0]
+        yield decompose(adapter, [example.text], scopes=None if scopes is None else list(scopes), **options)[0]
 
 
 class Analysis(Evaluation):

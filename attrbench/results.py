@@ -12,19 +12,29 @@ from pathlib import Path
 TABLE_COLUMNS = ["model", "dataset", "eval", "method", "metric", "mean", "std", "n", "n_undefined"]
 
 
-def provenance(adapter, **options) -> dict:
+def library_versions() -> dict:
     import torch
     import transformers
 
     from . import __version__
+
+    return {"attrbench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+def model_provenance(adapter) -> dict:
+    """Where a model's weights came from: the zoo hash, and a task model's training record."""
     from .models.tasks import TASK_MODELS, training_record
     from .models.zoo import weights_hash
 
     base = TASK_MODELS[adapter.name].base if adapter.name in TASK_MODELS else adapter.name
-    return {"created": time.strftime("%Y-%m-%d %H:%M:%S"), "attrbench": __version__, "torch": torch.__version__,
-            "transformers": transformers.__version__, "python": sys.version.split()[0],
-            "platform": platform.platform(), "model": adapter.name, "model_source": adapter.source,
-            "weights_sha256": weights_hash(base), "training": training_record(adapter.name), **options}
+    return {"model": adapter.name, "model_source": adapter.source, "weights_sha256": weights_hash(base),
+            "training": training_record(adapter.name)}
+
+
+def provenance(adapter, **options) -> dict:
+    return {"created": time.strftime("%Y-%m-%d %H:%M:%S"), **library_versions(), **model_provenance(adapter),
+            **options}
 
 
 def table(records: list[dict]):

@@ -10,6 +10,7 @@ Tokens are deleted from the token-id sequence (never decoded and re-tokenised); 
 ([CLS], [SEP], the probe's [MASK]) always stay, and the target is read at its own row of each
 perturbed sequence. The target is fixed on the unperturbed text (its predicted class or token).
 AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through one batch.
+``per_example`` keeps each example's drop per bin.
 """
 import numpy as np
 
@@ -49,9 +50,18 @@ class ErasureAOPC(Evaluation):
             for metric, values, better in (("comprehensiveness_aopc", comp, True), ("sufficiency_aopc", suff, False)):
                 records.append(self.record(adapter, context, method.name, metric, values.mean(1).tolist(), examples,
                                            higher_is_better=better, bins_percent=list(BINS),
-                                           per_example=values.mean(1).tolist(),
-                                           by_bin={str(k): float(v) for k, v in zip(BINS, values.mean(0))}))
+                                           per_example=values.tolist(), by_bin=by_bin(values)))
         return records
+
+    def merge(self, shards):
+        merged = super().merge(shards)
+        merged["by_bin"] = by_bin(np.array(merged["per_example"]))
+        return merged
+
+
+def by_bin(drops: np.ndarray) -> dict:
+    """Mean drop per bin over examples; ``drops`` is (examples, bins)."""
+    return {str(k): float(v) for k, v in zip(BINS, drops.mean(0))}
 
 
 EVALS.add(ErasureAOPC)

@@ -61,7 +61,7 @@ class FaithfulnessCorr(Evaluation):
                 values.append(spearman(res.values[keep], ref.values[keep], context.rank))
             records.append(self.record(adapter, context, method.name, "spearman", values, examples,
                                        reference=ref_name, rank=context.rank, higher_is_better=True,
-                                       per_example=values, published_bert=PUBLISHED[
+                                       published_bert=PUBLISHED[
                                            "sst2" if context.dataset == "sst2" else "sva"].get(method.name)))
         return records
 

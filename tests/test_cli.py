@@ -48,3 +48,17 @@ def test_attribute_rejects_map_methods_and_unknown(capsys):
     assert main(["attribute", "--model", "tiny-bert", "--method", "nope", "--text", "a film"]) == 2
     err = capsys.readouterr().err
     assert "decompose --scopes atb" in err and "known:" in err
+
+
+def test_attribute_ff_attribution_shapley(capsys):
+    args = ["attribute", "--model", "tiny-bert", "--method", "ff_rollout", "--text", "a wonderful film", "--json"]
+    assert main(args) == 0
+    ig = json.loads(capsys.readouterr().out)
+    assert main(args + ["--ff-attribution", "shapley-exact"]) == 0
+    shapley = json.loads(capsys.readouterr().out)
+    assert ig["ff_attribution"] == "ig" and shapley["ff_attribution"] == "shapley-exact"
+    assert ig["tokens"] == shapley["tokens"] and ig["scores"] != shapley["scores"]
+    assert max(abs(a - b) for a, b in zip(ig["scores"], shapley["scores"])) < 0.1
+    assert main(["attribute", "--model", "tiny-bert", "--method", "alti", "--text", "a film",
+                 "--ff-attribution", "shapley-exact"]) == 2
+    assert "'alti' does not go through the FF block" in capsys.readouterr().err

@@ -86,6 +86,10 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
     records = json.loads(capsys.readouterr().out)
     assert {r["reference"] for r in records if r["eval"] == "faithfulness_corr"} == {"blank_out"}
     assert all(r["target"].startswith("logit(correct)") for r in records)
+    from attrbench.registry import METHODS
+
+    blanked = METHODS.get("blank_out")(load_model("smollm2-135m"), ["The keys to the cabinet"], target="next")[0]
+    assert blanked.meta["blank_id"] == 216  # "Ġ", a bare space: <|endoftext|> would reset the context
     assert main(["eval", "--model", "smollm2-135m", "--eval", "mixing_ratio,res_ff_norms,ln_outliers",
                  "--dataset", "sva-generated", "--n", "2", "--out", str(tmp_path), "--json"]) == 0
     analyses = json.loads(capsys.readouterr().out)
