@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections import OrderedDict
 import time
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
@@ -106,11 +107,28 @@ def non_special(adapter, input_ids: Sequence[int]) -> np.ndarray:
     return np.array([k for k, t in enumerate(input_ids) if t not in special], dtype=np.int64)
 
 
+_ATTRIBUTIONS: "OrderedDict[tuple, MethodResult]" = OrderedDict()
+_CACHE_SIZE = 20_000
+
+
 def attributions(adapter, method: Method, examples: Sequence[Example], progress: bool = False,
                  desc: str = "") -> list[MethodResult]:
-    """One method's input attributions for each example's own target."""
+    """One method's input attributions for each example's own target.
+
+    Memoised per process (the methods are deterministic, a conformance check), so the evaluations
+    of one run share the attributions they score instead of recomputing them.
+    """
     bar = tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False)
-    return [method(adapter, [e.text], target=e.target)[0] for e in bar]
+    results = []
+    for e in bar:
+        key = (id(adapter.model), adapter.name, str(adapter.dtype), id(method), method.name,
+               method.ff_attribution, e.text, e.target)
+        if key not in _ATTRIBUTIONS:
+            _ATTRIBUTIONS[key] = method(adapter, [e.text], target=e.target)[0]
+            if len(_ATTRIBUTIONS) > _CACHE_SIZE:
+                _ATTRIBUTIONS.popitem(last=False)
+        results.append(_ATTRIBUTIONS[key])
+    return results
 
 
 def resolved_target(adapter, example: Example, input_ids: list[int]):
@@ -140,10 +158,21 @@ def target_probabilities(adapter, target: Target, resolved, sequences: Sequence[
     return out
 
 
+def _release_free_memory() -> None:
+    """Hand freed heap pages back to the OS (glibc), so the next call's peak shows in RSS again."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the peak may then read low after earlier calls
+        pass
+
+
 class PeakMemory:
     """Peak resident memory above the starting level while the block runs (sampled every 2 ms).
 
-    On CUDA the allocator's own peak is used instead.
+    Freed heap pages are returned to the OS first, else memory reused from earlier calls would not
+    show. On CUDA the allocator's own peak is used instead.
     """
 
     def __init__(self, device: Optional[torch.device] = None):
@@ -157,6 +186,7 @@ class PeakMemory:
             return self
         import psutil
 
+        _release_free_memory()
         process = psutil.Process()
         self.base = process.memory_info().rss
         self._stop = threading.Event()

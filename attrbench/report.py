@@ -41,9 +41,15 @@ def _analysis_table(eval_name: str, group: list[dict]) -> pd.DataFrame:
     for r in group:
         layers = r.get("per_layer")
         flat = isinstance(layers, list) and layers and not isinstance(layers[0], (list, dict))
+        if flat:
+            per_layer = " ".join("-" if v is None else f"{v:.2f}" for v in layers)
+        elif eval_name == "ff_amp":  # top pairs per layer: "to ← from (score)"
+            per_layer = "; ".join(f"L{k}: " + ", ".join(f"{p['to']} ← {p['from']} ({p['ff_amp']:.2f})" for p in top[:2])
+                                  for k, top in enumerate(layers))
+        else:
+            per_layer = ""
         row = {"view / scope": f"{r['view']} ({r['method']})" if r.get("view") else r["method"], "metric": r["metric"],
-               "mean ± std": _fmt(r["mean"], r["std"]), "n": r["n"],
-               "per layer": " ".join("-" if v is None else f"{v:.2f}" for v in layers) if flat else ""}
+               "mean ± std": _fmt(r["mean"], r["std"]), "n": r["n"], "per layer": per_layer}
         if r.get("published_bert_base") is not None:
             row["published (BERT-base, another model)"] = f"{r['published_bert_base']:.3f}"
         if r.get("published"):
@@ -76,7 +82,7 @@ def _method_table(group: list[dict], timing: dict, model: str, dataset: str, eva
     frame = frame.sort_values("_" + key, ascending=not better[key], na_position="last", kind="stable")
     columns = ["method", *label.values(), "n"]
     columns += [c for c in ("undefined", "published (BERT, another model)", "s / example", "peak MB")
-                if c in frame and (c != "undefined" or frame[c].any())]
+                if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
     frame.insert(0, "rank", range(1, len(frame) + 1))
     reference = next((r.get("reference") for r in group if r.get("reference")), None)

@@ -115,6 +115,7 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
     if not raw.get("suite"):
         raise ConfigError("config has no [[suite]] entry: add at least one (model, dataset, evals)")
     method_names, eval_names = METHODS.names(), EVALS.names()
+    seen: dict[tuple, int] = {}
     for k, entry in enumerate(raw["suite"]):
         where = f"suite[{k}]"
         if not isinstance(entry, dict):
@@ -141,6 +142,11 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
                 if name not in method_names:
                     raise ConfigError(f"config key '{where}.methods' names unknown method '{name}'; allowed: "
                                       f"{', '.join(method_names)} or \"all\"")
+        for name in entry["evals"]:
+            other = seen.setdefault((entry["model"], entry["dataset"], name), k)
+            if other != k:
+                raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']} is "
+                                  f"already in suite[{other}]; each (model, dataset, evaluation) may appear once")
         n = entry.get("n", 100)
         if n < 1:
             raise ConfigError(f"config key '{where}.n' must be at least 1")
@@ -181,11 +187,12 @@ def plan(config: dict) -> tuple[list[Unit], dict]:
     from .evaluation import EvalContext
     from .registry import EVALS, METHODS
 
-    units, samples = [], {}
+    units, samples = [], []
     for entry in config["suite"]:
         adapter, chosen, notes = suite_sample(config, entry)
         ids = tuple(e.id for e in chosen)
-        samples[f"{entry['model']}|{entry['dataset']}"] = {"example_ids": list(ids), **notes}
+        samples.append({"model": entry["model"], "dataset": entry["dataset"], "evals": entry["evals"],
+                        "example_ids": list(ids), **notes})
         for eval_name in entry["evals"]:
             evaluation = EVALS.get(eval_name)
             if not evaluation.needs_methods:
@@ -213,7 +220,8 @@ def run_unit(config: dict, unit: dict) -> tuple[list[dict], float]:
     from .registry import EVALS, METHODS
 
     start = time.perf_counter()
-    entry = next(e for e in config["suite"] if e["model"] == unit["model"] and e["dataset"] == unit["dataset"])
+    entry = next(e for e in config["suite"] if e["model"] == unit["model"] and e["dataset"] == unit["dataset"]
+                 and unit["eval"] in e["evals"])
     adapter = adapter_for(unit["model"], config["dtype"])
     examples, notes = examples_for(adapter, unit["dataset"], entry.get("split"))
     by_id = {e.id: e for e in examples}

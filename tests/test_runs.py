@@ -55,7 +55,9 @@ def test_config_errors_name_the_key(tmp_path):
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['nope']", "unknown evaluation 'nope'; allowed"),
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]\nmethods=['zz']", "unknown method 'zz'; allowed"),
              ("[[suite]]\ndataset='sst2'\nevals=[]", "config key 'suite[0].model' is missing"),
-             ("[[suite]\n", "does not parse")]
+             ("[[suite]\n", "does not parse"),
+             ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']\n[[suite]]\nmodel='m'\ndataset='sst2'\n"
+              "evals=['timing']", "timing on m / sst2 is already in suite[0]")]
     for text, message in cases:
         with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             bad(text)()
@@ -73,7 +75,7 @@ def test_run_store_merge_and_rerun(config_file, tmp_path):
     again = run_leaderboard(config, run_dir, progress=False)
     assert again["computed"] == 0 and again["reused"] == len(units)
     records, meta = collect(run_dir)
-    assert meta["samples"]["tiny-gpt2|sva-generated"]["example_ids"] == list(units[0].example_ids) + [
+    assert meta["samples"][0]["example_ids"] == list(units[0].example_ids) + [
         i for u in units[1:3] for i in u.example_ids]
     assert meta["versions"]["torch"] and meta["config_hash"]
     # shards merged = the same evaluation run in one piece
