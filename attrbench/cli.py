@@ -225,7 +225,8 @@ def cmd_run(args) -> None:
         print(json.dumps({**summary, **{k: str(v) for k, v in paths.items()}}))
         return
     print(f"\nrun '{config['name']}': {summary['units']} units ({summary['computed']} computed, "
-          f"{summary['reused']} already stored); planning {summary['plan_seconds']:.0f} s, computing "
+          f"{summary['reused']} already stored); planning (loading models, building missing task models, "
+          f"sampling) {summary['plan_seconds']:.0f} s, computing "
           f"{summary['compute_seconds']:.0f} s, report {summary['report_seconds']:.0f} s")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
 

@@ -62,17 +62,18 @@ class TaskModel:
     recipe: object
     description: str
     trained_on: str = ""
+    build_time: str = ""  # measured on 2 CPU cores
 
 
 TASK_MODELS = {
     "minilm-l6-sst2": TaskModel(
         "minilm-l6-sst2", "minilm-l6", "sst2", SST2_RECIPE,
         "MiniLM-L6 + [CLS] sentiment head, fine-tuned here on SST-2 train (trained locally)",
-        "45,000 phrases of SST-2 train (GLUE), seeded sample"),
+        "45,000 phrases of SST-2 train (GLUE), seeded sample", "about 6 min"),
     "minilm-l6-sva": TaskModel(
         "minilm-l6-sva", "minilm-l6", "sva", SVA_RECIPE,
         "MiniLM-L6 + verb-number head read at the masked verb, fine-tuned here (trained locally)",
-        "70 % of the Linzen et al. 2016 agreement set (seeded split)"),
+        "70 % of the Linzen et al. 2016 agreement set (seeded split)", "about 3 min"),
 }
 
 
@@ -275,7 +276,8 @@ def task_model_folder(name: str, progress: bool = True) -> Path:
     entry = TASK_MODELS[name]
     folder = cache_dir() / "tasks" / name
     if not (folder / READY).exists():
-        print(f"attrbench: building task model '{name}' once ({entry.description}) ...", file=sys.stderr)
+        print(f"attrbench: building task model '{name}' once, {entry.build_time} on 2 CPU cores "
+              f"({entry.description}) ...", file=sys.stderr)
         build_task_model(entry.base, entry.task, folder, entry.recipe, progress=progress, name=name)
     return folder
 
