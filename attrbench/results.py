@@ -25,11 +25,15 @@ def library_versions() -> dict:
 def model_provenance(adapter) -> dict:
     """Where a model's weights came from: the zoo hash, and a task model's training record."""
     from .models.tasks import TASK_MODELS, training_record
-    from .models.zoo import weights_hash
+    from .models.zoo import ZOO, _sha256, weights_hash
 
     base = TASK_MODELS[adapter.name].base if adapter.name in TASK_MODELS else adapter.name
-    return {"model": adapter.name, "model_source": adapter.source, "weights_sha256": weights_hash(base),
-            "training": training_record(adapter.name)}
+    record = {"model": adapter.name, "model_source": adapter.source, "weights_sha256": weights_hash(base),
+              "training": training_record(adapter.name)}
+    folder = Path(adapter.source)
+    if adapter.name not in ZOO and folder.is_dir():  # task models and local folders: hash the weights as loaded
+        record["loaded_weights_sha256"] = {f.name: _sha256(f) for f in sorted(folder.glob("*.safetensors"))}
+    return record
 
 
 def provenance(adapter, **options) -> dict:

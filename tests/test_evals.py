@@ -176,6 +176,8 @@ def test_cli_eval_json_and_files(task_models, capsys, tmp_path):
         "faithfulness_corr", "erasure_aopc"}
     written = list(tmp_path.glob("*.json"))
     assert len(written) == 1 and len(json.loads(written[0].read_text())["records"]) == len(records)
+    run = json.loads(written[0].read_text())["run"]
+    assert len(run["loaded_weights_sha256"]["model.safetensors"]) == 64 and run["seed"] == 0
     assert main(["eval", "--model", model, "--eval", "mixing_ratio", "--dataset", "sva-linzen", "--n", "2",
                  "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -78,6 +78,7 @@ def test_run_store_merge_and_rerun(config_file, tmp_path):
     assert meta["samples"][0]["example_ids"] == list(units[0].example_ids) + [
         i for u in units[1:3] for i in u.example_ids]
     assert meta["versions"]["torch"] and meta["config_hash"]
+    assert meta["models"]["tiny-gpt2"]["model"] == "tiny-gpt2"
     # shards merged = the same evaluation run in one piece
     adapter = load_model("tiny-gpt2")
     chosen = sample(examples_for(adapter, "sva-generated")[0], 5, 3)
