@@ -31,7 +31,9 @@ MAX_EXACT_PLAYERS = 16
 OWN_ENGINES = ("shapley-exact", "shapley-sampling")
 SHAP_ENGINES = ("shap-exact", "shap-permutation", "shapley-kernel")
 FF_ATTRIBUTIONS = ("ig",) + OWN_ENGINES + SHAP_ENGINES
-_CHUNK_VALUES = 4 * 2**20  # coalition values per step: 16 MB in float32 stays cache- and malloc-friendly
+# coalition values per step: 4 MB in float32 stays in cache between the activation and the weight
+# contraction (16 MB steps ran 1.5x slower end to end at 16 players)
+_CHUNK_VALUES = 2**20
 
 
 def check_players(method: str, players: int) -> None:
@@ -77,14 +79,18 @@ def exact(activation: Callable, players: Sequence[torch.Tensor]) -> torch.Tensor
     P = players[0].shape[0]
     check_players("shapley-exact", P)
     masks_low, masks_high, operator = (t.to(players[0].dtype) for t in _exact_operators(P))
+    operator_t = operator.T.contiguous()  # (2^P, P): values^T @ operator^T runs faster than operator @ values
     flat = [p.reshape(P, -1) for p in players]
     out = torch.empty_like(flat[0])
     step = max(1, _CHUNK_VALUES // 2 ** P)
     buffers = [torch.empty(2 ** P * step, dtype=out.dtype) for _ in flat]  # reused: no page faults per step
+    result = torch.empty(step, P, dtype=out.dtype)
     for k in range(0, flat[0].shape[1], step):
         values = _value(activation, [_coalition_sums(masks_low, masks_high, f[:, k:k + step], buf)
                                      for f, buf in zip(flat, buffers)])
-        out[:, k:k + step] = operator @ values  # (P, 2^P) @ (2^P, step)
+        cols = values.shape[1]
+        torch.mm(values.T, operator_t, out=result[:cols])  # (step, 2^P) @ (2^P, P)
+        out[:, k:k + cols] = result[:cols].T
     return out.view(players[0].shape)
 
 
