@@ -15,7 +15,6 @@ seeded and every example carries a stable id (``dataset:split:row``) recorded wi
 from __future__ import annotations
 
 import csv
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -23,6 +22,7 @@ from typing import Optional
 import numpy as np
 
 from .errors import InputError
+from .models.zoo import file_sha256
 
 PACKAGE_DATA = Path(__file__).parent / "data"
 SVA_SPLIT_SEED = 0  # the probe's 70/15/15 split of the Linzen set; fixed so training and evaluation agree
@@ -65,10 +65,6 @@ def data_path(relative: str, data_dir: Optional[str | Path] = None) -> Path:
         raise InputError(f"data file {path} is missing; reinstall attrbench or point --data-dir at a folder "
                          f"holding {relative}")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def read_tsv(path: Path, header: list[str]) -> list[dict]:

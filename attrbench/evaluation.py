@@ -8,10 +8,11 @@ Analyses of the model itself (the papers' figures) take no methods (``needs_meth
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
-from collections import OrderedDict
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Optional, Sequence
 
@@ -47,12 +48,25 @@ class Evaluation:
     needs_methods: bool = True
     score_methods_only: bool = True  # needs input attributions (not token-to-token maps)
 
+    def takes(self, method: Method) -> bool:
+        return method.output == "scores" or not self.score_methods_only
+
+    def methods_for(self, adapter, names) -> list[Method]:
+        """The methods named (``"all"``: every method the model supports that this evaluation takes)."""
+        from .registry import METHODS
+
+        if not self.needs_methods:
+            return []
+        if names == "all" or list(names) == ["all"]:
+            return [m for m in METHODS.all() if m.supports(adapter) is None and self.takes(m)]
+        return [METHODS.get(name) for name in names]
+
     def check(self, adapter, methods: Sequence[Method], context: EvalContext) -> None:
         """Raise before any work if this evaluation cannot serve these methods on this model."""
         if self.needs_methods and not methods:
             raise InputError(f"evaluation '{self.name}' scores methods: give --method (one or more)")
         for method in methods:
-            if self.score_methods_only and method.output != "scores":
+            if not self.takes(method):
                 raise InputError(f"'{method.name}' gives token-to-token maps, not input attributions; "
                                  f"'{self.name}' needs a scores method (e.g. its rollout)")
             reason = method.supports(adapter)
@@ -149,12 +163,10 @@ def target_probabilities(adapter, target: Target, resolved, sequences: Sequence[
     for k in range(0, len(order), batch_size):
         chunk = order[k:k + batch_size]
         ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
-        logits = adapter.model(input_ids=ids, attention_mask=mask).logits
+        logits = adapter.model(input_ids=ids, attention_mask=mask).logits.double()
         for b, i in enumerate(chunk):
-            row = explained_row(adapter, list(sequences[i]), target)
-            one = logits[b:b + 1] if resolved.head == "classifier" else logits[b:b + 1, :len(sequences[i])]
-            at = one if resolved.head == "classifier" else one[:, row]
-            out[i] = float(at.double().softmax(-1)[0, resolved.index])
+            at_row = dataclasses.replace(resolved, row=explained_row(adapter, list(sequences[i]), target))
+            out[i] = float(at_row.probability(logits[b:b + 1])[0])
     return out
 
 
@@ -172,18 +184,12 @@ class PeakMemory:
     """Peak resident memory above the starting level while the block runs (sampled every 2 ms).
 
     Freed heap pages are returned to the OS first, else memory reused from earlier calls would not
-    show. On CUDA the allocator's own peak is used instead.
+    show.
     """
 
-    def __init__(self, device: Optional[torch.device] = None):
-        self.cuda = device is not None and device.type == "cuda"
-        self.peak_bytes = 0
+    peak_bytes = 0
 
     def __enter__(self):
-        if self.cuda:
-            torch.cuda.reset_peak_memory_stats()
-            self.base = torch.cuda.memory_allocated()
-            return self
         import psutil
 
         _release_free_memory()
@@ -202,9 +208,6 @@ class PeakMemory:
         return self
 
     def __exit__(self, *exc):
-        if self.cuda:
-            self.peak_bytes = torch.cuda.max_memory_allocated() - self.base
-            return False
         self._stop.set()
         self._thread.join()
         import psutil
@@ -254,7 +257,7 @@ def evaluate(adapter, method_names: Sequence[str], eval_names: Sequence[str], da
              data_dir=None, progress: bool = True) -> list[dict]:
     """Run evaluations on a seeded sample of a dataset; every check is made before any work starts."""
     from .datasets import examples_for, sample
-    from .registry import EVALS, METHODS
+    from .registry import EVALS
 
     evals = [EVALS.get(name) for name in eval_names]
     if not evals:
@@ -267,11 +270,7 @@ def evaluate(adapter, method_names: Sequence[str], eval_names: Sequence[str], da
     chosen = sample(examples, n, seed)
     plans = []
     for evaluation in evals:
-        names = list(method_names)
-        if names == ["all"]:
-            names = [m.name for m in METHODS.all() if m.supports(adapter) is None
-                     and (m.output == "scores" or not evaluation.score_methods_only)]
-        methods = [METHODS.get(name) for name in names] if evaluation.needs_methods else []
+        methods = evaluation.methods_for(adapter, method_names)
         context = EvalContext(dataset, seed, rank, progress, {**notes, "sample_size": len(chosen),
                                                               "dataset_size": len(examples)})
         evaluation.check(adapter, methods, context)

@@ -9,18 +9,17 @@ from __future__ import annotations
 
 import base64
 import html
-import os
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from .decompose import Decomposition
+from .decompose import Decomposition, scopes_for
 from .plot import _save, plot_maps
+from .results import write_atomic
 from .runs import collect
 
 PRIMARY = {"faithfulness_corr": "spearman", "erasure_aopc": "comprehensiveness_aopc", "timing": "seconds_per_example"}
-SERIES = {False: ["atb", "atb_ff", "atb_ff_res", "atb_ff_res_ln"], True: ["atb", "atb_ln", "atb_ln_ff", "atb_ln_ff_res"]}
 
 
 def _fmt(mean, std, digits=3) -> str:
@@ -205,14 +204,14 @@ def _mixing(group: list[dict], path: Path, title: str) -> Path:
 def _maps(record: dict, folder: Path, stem: str) -> list[Path]:
     paths = []
     for k, kept in enumerate(record.get("examples_kept", [])):
-        norm_first = "atb_ln" in kept["maps"]
-        maps = {s: np.array(kept["maps"][s]) for s in SERIES[norm_first]}
+        series = scopes_for("atb_ln" in kept["maps"])[3:]  # atb through the whole layer
+        maps = {s: np.array(kept["maps"][s]) for s in series}
         dec = Decomposition(model=record["model"], tokens=kept["tokens"], layers=kept["layers"], maps=maps,
                             residuals=kept["residuals"], value_bias=kept["value_bias"], dtype=kept["dtype"])
         for layer in kept["layers"]:
             paths.append(plot_maps(dec, folder / f"{stem}-ex{k}-layer{layer}.png", layer=layer,
                                    title=f"{record['model']} — {kept['id']} — layer {layer}: "
-                                         + " → ".join(SERIES[norm_first])))
+                                         + " → ".join(series)))
     return paths
 
 
@@ -237,12 +236,6 @@ def make_figures(records: list[dict], folder: Path) -> list[tuple[str, Path]]:
 
 
 # -- documents -------------------------------------------------------------------------------
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_report(run_dir: str | Path) -> dict:
     """Write ``leaderboard.md``, ``report.html`` and ``figures/`` into the run folder."""
     run_dir = Path(run_dir)
@@ -255,7 +248,7 @@ def write_report(run_dir: str | Path) -> dict:
     for title, frame, note in tables:
         md += [f"## {title}", "", f"_{note}_", "", markdown_table(frame), ""]
     md += ["## Figures", ""] + [f"![{t}](figures/{p.name})" for t, p in figures]
-    _write(run_dir / "leaderboard.md", "\n".join(md) + "\n")
+    write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
     body = [f"<h1>attrbench leaderboard: {html.escape(meta['config']['name'])}</h1>",
             "<ul>" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in _provenance_lines(meta)) + "</ul>",
             "<p>Values are mean ± std over examples. Published numbers are from the papers' own models "
@@ -275,6 +268,6 @@ def write_report(run_dir: str | Path) -> dict:
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>attrbench: "
             f"{html.escape(meta['config']['name'])}</title><style>{style}</style></head><body>"
             + "\n".join(body) + "</body></html>")
-    _write(run_dir / "report.html", page)
+    write_atomic(run_dir / "report.html", page)
     return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "tables": len(tables),
             "figures": len(figures)}

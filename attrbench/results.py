@@ -25,14 +25,14 @@ def library_versions() -> dict:
 def model_provenance(adapter) -> dict:
     """Where a model's weights came from: the zoo hash, and a task model's training record."""
     from .models.tasks import TASK_MODELS, training_record
-    from .models.zoo import ZOO, _sha256, weights_hash
+    from .models.zoo import ZOO, file_sha256, weights_hash
 
     base = TASK_MODELS[adapter.name].base if adapter.name in TASK_MODELS else adapter.name
     record = {"model": adapter.name, "model_source": adapter.source, "weights_sha256": weights_hash(base),
               "training": training_record(adapter.name)}
     folder = Path(adapter.source)
     if adapter.name not in ZOO and folder.is_dir():  # task models and local folders: hash the weights as loaded
-        record["loaded_weights_sha256"] = {f.name: _sha256(f) for f in sorted(folder.glob("*.safetensors"))}
+        record["loaded_weights_sha256"] = {f.name: file_sha256(f) for f in sorted(folder.glob("*.safetensors"))}
     return record
 
 
@@ -48,6 +48,13 @@ def table(records: list[dict]):
     return frame[[c for c in TABLE_COLUMNS if c in frame.columns]]
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write a whole file or nothing: readers never see a half-written result."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
 def write_results(records: list[dict], out_dir: str | Path, info: dict) -> Path:
     """Write ``<out>/<model>-<dataset>-<timestamp>.json`` (+ ``.csv``) atomically; return the JSON path."""
     out = Path(out_dir)
@@ -59,8 +66,6 @@ def write_results(records: list[dict], out_dir: str | Path, info: dict) -> Path:
         k += 1
         path = out / f"{stem}-{k}.json"
     stem = path.stem
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"run": info, "records": records}, indent=1, default=float))
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps({"run": info, "records": records}, indent=1, default=float))
     table(records).to_csv(out / f"{stem}.csv", index=False)
     return path

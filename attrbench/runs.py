@@ -174,18 +174,31 @@ def adapter_for(name: str, dtype: str):
     return _ADAPTERS[(name, dtype)]
 
 
+_EXAMPLES: dict = {}
+
+
+def examples_of(adapter, dataset: str, split: Optional[str]):
+    """A dataset's examples as a model reads them, read and tokenised once per process (not per unit)."""
+    from .datasets import examples_for
+
+    key = (adapter.name, str(adapter.dtype), dataset, split)
+    if key not in _EXAMPLES:
+        _EXAMPLES[key] = examples_for(adapter, dataset, split)
+    return _EXAMPLES[key]
+
+
 def suite_sample(config: dict, entry: dict):
-    from .datasets import examples_for, sample
+    from .datasets import sample
 
     adapter = adapter_for(entry["model"], config["dtype"])
-    examples, notes = examples_for(adapter, entry["dataset"], entry.get("split"))
+    examples, notes = examples_of(adapter, entry["dataset"], entry.get("split"))
     return adapter, sample(examples, entry["n"], config["seed"]), notes
 
 
 def plan(config: dict) -> tuple[list[Unit], dict]:
     """All units of a config (checking every model/method/evaluation pairing first) and the samples."""
     from .evaluation import EvalContext
-    from .registry import EVALS, METHODS
+    from .registry import EVALS
 
     units, samples = [], []
     for entry in config["suite"]:
@@ -199,11 +212,8 @@ def plan(config: dict) -> tuple[list[Unit], dict]:
                 evaluation.check(adapter, [], EvalContext(entry["dataset"]))
                 units.append(Unit(entry["model"], entry["dataset"], eval_name, "-", 0, ids))
                 continue
-            # "all": every method the model supports; either way, token-to-token map methods only go to
-            # evaluations that take them (timing), not to those that score input attributions
-            pool = METHODS.all() if entry["methods"] == "all" else [METHODS.get(n) for n in entry["methods"]]
-            methods = [m for m in pool if (m.output == "scores" or not evaluation.score_methods_only)
-                       and (entry["methods"] != "all" or m.supports(adapter) is None)]
+            # token-to-token map methods only go to evaluations that take them (timing)
+            methods = [m for m in evaluation.methods_for(adapter, entry["methods"]) if evaluation.takes(m)]
             evaluation.check(adapter, methods, EvalContext(entry["dataset"]))
             size = config["shard_size"]
             for method in methods:
@@ -215,7 +225,6 @@ def plan(config: dict) -> tuple[list[Unit], dict]:
 
 def run_unit(config: dict, unit: dict) -> tuple[list[dict], float]:
     """Compute one unit (in this process): its records and wall seconds."""
-    from .datasets import examples_for
     from .evaluation import EvalContext
     from .registry import EVALS, METHODS
 
@@ -223,7 +232,7 @@ def run_unit(config: dict, unit: dict) -> tuple[list[dict], float]:
     entry = next(e for e in config["suite"] if e["model"] == unit["model"] and e["dataset"] == unit["dataset"]
                  and unit["eval"] in e["evals"])
     adapter = adapter_for(unit["model"], config["dtype"])
-    examples, notes = examples_for(adapter, unit["dataset"], entry.get("split"))
+    examples, notes = examples_of(adapter, unit["dataset"], entry.get("split"))
     by_id = {e.id: e for e in examples}
     chosen = [by_id[i] for i in unit["example_ids"]]
     evaluation = EVALS.get(unit["eval"])

@@ -14,6 +14,8 @@ import numpy as np
 from attrbench.evaluation import Analysis, decompositions
 from attrbench.registry import EVALS
 
+from .context_change import series_for
+
 TOP = 10
 
 
@@ -27,7 +29,7 @@ class FFAmp(Analysis):
     reference = "Kobayashi et al. 2024, §5.2"
 
     def run(self, adapter, methods, examples, context):
-        before, after = ("atb_ln", "atb_ln_ff") if adapter.norm_first else ("atb", "atb_ff")
+        before, after = series_for(adapter)["step"]["ff"]
         sums = [defaultdict(float) for _ in range(adapter.n_layers)]
         counts = [defaultdict(int) for _ in range(adapter.n_layers)]
         top_cell = []

@@ -12,7 +12,7 @@ from scipy.stats import pearsonr, spearmanr
 from attrbench.evaluation import Analysis, decompositions
 from attrbench.registry import EVALS
 
-from .context_change import change
+from .context_change import change, series_for
 
 BOTTOM = 0.01
 
@@ -33,7 +33,7 @@ class LNOutliers(Analysis):
     reference = "Kobayashi et al. 2024, §6.2"
 
     def run(self, adapter, methods, examples, context):
-        before, after = ("atb_ln", "atb_ln_ff") if adapter.norm_first else ("atb", "atb_ff")
+        before, after = series_for(adapter)["step"]["ff"]
         gains = [None if g is None else g.detach().double().numpy() for g in next_gains(adapter)]
         drop = [None if g is None else np.argsort(g)[:max(1, int(round(BOTTOM * len(g))))] for g in gains]
         sums, count = None, 0

@@ -2,7 +2,7 @@
 
 Every method runs on the same examples, one at a time, after one warm-up call (lazy
 initialisation is not the method's cost). Memory is the peak resident set above the level before
-the call, sampled every 2 ms (on CUDA: the allocator's peak). The per-example rows
+the call, sampled every 2 ms. The per-example rows
 (``per_example``: id, n_tokens, seconds, peak_mb) are kept so cost can be plotted against n.
 """
 from attrbench.evaluation import Evaluation, timed

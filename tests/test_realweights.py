@@ -3,7 +3,7 @@ import pytest
 
 import attrbench
 from attrbench.models import load_model
-from attrbench.models.zoo import ZOO, _sha256, model_folder
+from attrbench.models.zoo import ZOO, file_sha256, model_folder
 
 from .conftest import has_real_weights
 
@@ -20,7 +20,7 @@ def test_minilm_all_scopes_complete():
     dec32 = attrbench.decompose(load_model("minilm-l6"), TEXT)[0]
     assert max(dec32.residuals.values()) < 1e-5
     assert abs(dec32.maps["atb_ff_res_ln"] - dec.maps["atb_ff_res_ln"]).max() < 1e-3
-    assert _sha256(model_folder(ZOO["minilm-l6"]) / "model.safetensors") == ZOO["minilm-l6"].sha256
+    assert file_sha256(model_folder(ZOO["minilm-l6"]) / "model.safetensors") == ZOO["minilm-l6"].sha256
 
 
 @pytest.mark.realweights

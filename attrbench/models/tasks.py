@@ -17,7 +17,6 @@ user cache dir next to the zoo models, and written atomically.
 from __future__ import annotations
 
 import json
-import platform
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ import torch
 
 from ..errors import InputError, ModelLoadError
 from .adapter import pad_ids
-from .zoo import ZOO, cache_dir, model_folder
+from .zoo import ZOO, cache_dir, file_sha256, model_folder
 
 READY = "training.json"
 
@@ -92,13 +91,6 @@ def base_folder(base: str, workdir: Path) -> Path:
     if Path(base).is_dir():
         return Path(base)
     raise ModelLoadError(f"unknown base model '{base}' for a task model")
-
-
-def _versions() -> dict:
-    import transformers
-
-    return {"python": sys.version.split()[0], "torch": torch.__version__, "transformers": transformers.__version__,
-            "platform": platform.platform()}
 
 
 def _length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generator) -> list[np.ndarray]:
@@ -181,7 +173,7 @@ def _load_for_training(base: Path, auto_class: str, labels: dict, seed: int):
 
 def train_sst2(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: bool = True) -> dict:
     """Fine-tune ``base`` with a [CLS] head on SST-2 train; save the HF classifier to ``out``."""
-    from ..datasets import DATASETS, data_path, file_sha256, read_sst2
+    from ..datasets import DATASETS, data_path, read_sst2
 
     rng = np.random.default_rng(recipe.seed)
     model, tokenizer = _load_for_training(base, "AutoModelForSequenceClassification",
@@ -205,7 +197,7 @@ def train_sst2(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: b
 
 def train_sva(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: bool = True) -> dict:
     """Fine-tune ``base`` with a singular/plural head read at the masked verb, on the probe's train split."""
-    from ..datasets import DATASETS, SVA_SPLIT, SVA_SPLIT_SEED, data_path, file_sha256, read_sva, sva_split
+    from ..datasets import DATASETS, SVA_SPLIT, SVA_SPLIT_SEED, data_path, read_sva, sva_split
 
     rng = np.random.default_rng(recipe.seed)
     model, tokenizer = _load_for_training(base, "AutoModelForTokenClassification", {0: "plural", 1: "singular"},
@@ -250,6 +242,8 @@ def build_task_model(base: str, task: str, out: Path, recipe=None, data_dir=None
     """Train a task model on ``base`` into ``out`` (atomically); return its training record."""
     if task not in TRAINERS:
         raise InputError(f"unknown task '{task}'; known: {', '.join(TRAINERS)}")
+    from ..results import library_versions
+
     recipe = recipe or {"sst2": SST2_RECIPE, "sva": SVA_RECIPE}[task]
     import transformers
 
@@ -261,7 +255,7 @@ def build_task_model(base: str, task: str, out: Path, recipe=None, data_dir=None
         record = TRAINERS[task](base_folder(base, Path(tmp)), staging, recipe, data_dir, progress)
         record = {"name": name or out.name, "base": base, "base_sha256": ZOO[base].sha256 if base in ZOO else None,
                   "trained_locally": True, **record, "build_seconds": round(time.perf_counter() - start, 1),
-                  "built": time.strftime("%Y-%m-%d %H:%M:%S"), "versions": _versions()}
+                  "built": time.strftime("%Y-%m-%d %H:%M:%S"), "versions": library_versions()}
         (staging / READY).write_text(json.dumps(record, indent=1))
         try:
             staging.rename(out)

