@@ -37,6 +37,50 @@ def test_efficiency(gated):
     assert (sampled.sum(0) - total).abs().max() < 1e-12  # every permutation is efficient
 
 
+@pytest.mark.parametrize("name,gated", [("gelu", False), ("gelu_new", False), ("gelu_pytorch_tanh", False),
+                                        ("silu", True), ("silu", False), ("relu", False)])
+@pytest.mark.parametrize("players", [1, 2, 9, 12])
+def test_fused_kernel_equals_float64_exact(name, gated, players):
+    """float32 games take the fused numba kernel: same values as the float64 torch engine, efficient."""
+    from attrbench.decompose import shapley_fused
+
+    g = ACT2FN[name]
+    assert shapley_fused.ACTIVATIONS[shapley_fused.activation_code(g)] == name.replace("_new", "_tanh").replace(
+        "_pytorch_tanh", "_tanh")
+    _, parts = _game(players=players, rows=3, elements=10, gated=gated)
+    parts = [2 * p for p in parts]
+    ours = shapley.exact(g, [p.float() for p in parts])
+    want = shapley.exact_dense(g, parts)
+    scale = float(want.abs().max())
+    assert ours.dtype == torch.float32 and ours.shape == want.shape
+    assert (ours.double() - want).abs().max() < 1e-6 * max(1.0, scale)  # float32 rounding: 4e-7 seen
+    total = g(parts[0].sum(0)) * (parts[1].sum(0) if gated else 1)
+    assert (ours.double().sum(0) - total).abs().max() < 1e-6 * max(1.0, float(total.abs().max()))
+
+
+def test_unknown_activation_takes_the_torch_engine():
+    from attrbench.decompose import shapley_fused
+
+    for name in ("quick_gelu", "tanh", "sigmoid"):
+        g = ACT2FN[name]
+        assert shapley_fused.activation_code(g) is None
+        _, (parts,) = _game(players=6)
+        assert torch.equal(shapley.exact(g, [parts.float()]), shapley.exact_dense(g, [parts.float()]))
+
+
+def test_fused_kernel_follows_torch_threads():
+    g, (parts,) = _game(players=10, rows=4, elements=64)
+    parts = parts.float()
+    both = shapley.exact(g, [parts])
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        one = shapley.exact(g, [parts])
+    finally:
+        torch.set_num_threads(threads)
+    assert (one - both).abs().max() < 1e-6
+
+
 def test_sampling_converges_to_exact():
     g, parts = _game(players=8)
     exact = shapley.exact(g, parts)
@@ -67,6 +111,21 @@ def test_shapley_decomposition_is_complete_and_matches_shap(tiny_models, name):
     theirs = attrbench.decompose(adapter, text, scopes=[ff_scope], ff_attribution="shap-exact", layers=[0])[0]
     assert np.abs(theirs.maps[ff_scope] - ours.maps[ff_scope]).max() < 1e-6
     assert np.abs(whole.maps["atb"] - ours.maps["atb"]).max() == 0  # only the FF split changes
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "tiny-llama"])
+def test_float32_models_take_the_fused_kernel(tiny_models, name):
+    """Real decompositions in float32 go through the fused kernel and stay complete."""
+    from attrbench.decompose import shapley_fused
+
+    f32, f64 = tiny_models[(name, "float32")], tiny_models[(name, "float64")]
+    assert shapley_fused.activation_code(f32.layers[0].ff.activation) is not None
+    text = "the keys to the cabinet are on the table"
+    ours = attrbench.decompose(f32, text, ff_attribution="shapley-exact", layers=[0])[0]
+    assert max(ours.residuals.values()) < 1e-4
+    want = attrbench.decompose(f64, text, ff_attribution="shapley-exact", layers=[0])[0]
+    scope = [s for s in ours.maps if s in ("atb_ff", "atb_ln_ff")][0]
+    assert np.abs(ours.maps[scope] - want.maps[scope]).max() < 1e-4 * np.abs(want.maps[scope]).max()
 
 
 def test_ig_and_shapley_maps_are_similar(tiny_models, capsys):

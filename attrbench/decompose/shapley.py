@@ -6,9 +6,11 @@ FFs ``v(S) = g(sum_S a_j) * sum_S c_j``. Shapley values are efficient, so the sp
 decomposition complete, exactly as IG does.
 
 Engines:
-- ``shapley-exact`` (ours): all 2^P coalition values of every row and element from one matmul,
-  ``V = g(masks @ P)``, and the values as one more, ``SV = M V`` with
-  ``M[j, S] = w(|S|-1)`` if j in S else ``-w(|S|)``, ``w(s) = s! (P-s-1)! / P!``. Up to
+- ``shapley-exact`` (ours): all 2^P coalition values of every row and element. float32 games whose
+  activation is GELU (erf or tanh), SiLU or ReLU run the fused numba kernel of ``shapley_fused``
+  (values made, weighted and summed in registers); the rest run ``exact_dense`` on torch: coalition
+  values ``V = g(masks @ P)`` in cache-sized chunks and the Shapley values as one matmul ``SV = M V``
+  with ``M[j, S] = w(|S|-1)`` if j in S else ``-w(|S|)``, ``w(s) = s! (P-s-1)! / P!``. Up to
   ``MAX_EXACT_PLAYERS`` players.
 - ``shapley-sampling`` (ours): antithetic permutation sampling, vectorised over rows and elements,
   with the standard error of every value; exact efficiency holds for every permutation.
@@ -47,13 +49,18 @@ def _masks(players: int) -> torch.Tensor:
     return ((torch.arange(2 ** players)[:, None] >> torch.arange(players)) & 1).double()
 
 
+def shapley_weights(players: int) -> list[float]:
+    """w(s) = s! (P-s-1)! / P!, the weight of joining a coalition of s players, for s < P; w(P) = 0."""
+    return [math.factorial(s) * math.factorial(players - s - 1) / math.factorial(players)
+            for s in range(players)] + [0.0]
+
+
 @functools.lru_cache(maxsize=8)
 def _exact_operators(players: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Masks of the low and high halves of the players, and the Shapley weight matrix (P, 2^P)."""
     masks = _masks(players)
     size = masks.sum(1).long()
-    weight = torch.tensor([math.factorial(s) * math.factorial(players - s - 1) / math.factorial(players)
-                           for s in range(players)] + [0.0], dtype=torch.float64)
+    weight = torch.tensor(shapley_weights(players), dtype=torch.float64)
     operator = torch.where(masks.T.bool(), weight[(size - 1).clamp_min(0)], -weight[size])
     low = players // 2
     return _masks(low), _masks(players - low), operator
@@ -76,6 +83,18 @@ def _value(activation: Callable, sums: Sequence[torch.Tensor]) -> torch.Tensor:
 
 def exact(activation: Callable, players: Sequence[torch.Tensor]) -> torch.Tensor:
     """Exact Shapley values of every game at once: players (P, ...) per projection -> (P, ...)."""
+    check_players("shapley-exact", players[0].shape[0])
+    if players[0].dtype == torch.float32 and players[0].device.type == "cpu":
+        from . import shapley_fused  # imports numba: only when a fused game comes
+
+        code = shapley_fused.activation_code(activation)
+        if code is not None:
+            return shapley_fused.exact(code, players)
+    return exact_dense(activation, players)
+
+
+def exact_dense(activation: Callable, players: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The torch engine for any activation and dtype: coalition values in chunks, then one matmul."""
     P = players[0].shape[0]
     check_players("shapley-exact", P)
     masks_low, masks_high, operator = (t.to(players[0].dtype) for t in _exact_operators(P))
