@@ -121,16 +121,23 @@ def _provenance_lines(meta: dict) -> list[str]:
              f"dtype {config['dtype']}, {meta['unit_count']} units, executor {meta.get('executor')}",
              f"- started {meta.get('started')}, finished {meta.get('finished')}",
              "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())]
-    for name, model in (meta.get("models") or {}).items():
-        training = model.get("training")
-        extra = ""
-        if training:
-            accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
-            extra = f"; trained locally {training.get('built')}, accuracy {accuracy:.3f}"
-        sha = model.get("weights_sha256")
-        lines.append(f"- model `{name}`: {model.get('model_source')}" + (f", weights sha256 {sha[:12]}…" if sha else "")
-                     + extra)
-    return lines
+    return lines + [model_line(name, model) for name, model in (meta.get("models") or {}).items()]
+
+
+def model_line(name: str, model: dict) -> str:
+    """A model's provenance: its weights' hash; for a task model also the base model's and its training."""
+    own, base = model.get("loaded_weights_sha256") or {}, model.get("weights_sha256")
+    line = f"- model `{name}`: {model.get('model_source')}"
+    if own:  # task models and local folders: the weights as loaded, then the zoo model they came from
+        line += ", weights sha256 " + ", ".join(f"{sha[:12]}…" for sha in own.values())
+        line += f" (base model {base[:12]}…)" if base else ""
+    elif base:
+        line += f", weights sha256 {base[:12]}…"
+    training = model.get("training")
+    if training:
+        accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
+        line += f"; trained locally {training.get('built')}, accuracy {accuracy:.3f}"
+    return line
 
 
 # -- figures ---------------------------------------------------------------------------------

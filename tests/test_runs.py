@@ -215,6 +215,18 @@ def test_report_renders_in_headless_chromium(config_file, tmp_path):
     assert leaderboard.count("\n## ") == 10 and "| rank | method | spearman ↑" in leaderboard
 
 
+def test_leaderboard_names_a_task_models_own_weights():
+    from attrbench.report import model_line
+
+    task = {"model_source": "/c/tasks/m", "weights_sha256": "a" * 64,
+            "loaded_weights_sha256": {"model.safetensors": "b" * 64},
+            "training": {"built": "2026-11-21 14:11:38", "dev_accuracy": 0.8819}}
+    assert model_line("m", task) == ("- model `m`: /c/tasks/m, weights sha256 bbbbbbbbbbbb… (base model aaaaaaaaaaaa…);"
+                                     " trained locally 2026-11-21 14:11:38, accuracy 0.882")
+    zoo = {"model_source": "/c/z", "weights_sha256": "c" * 64}
+    assert model_line("z", zoo) == "- model `z`: /c/z, weights sha256 cccccccccccc…"
+
+
 def test_score_external_attributions(tmp_path, capsys):
     from attrbench.cli import main
     from attrbench.registry import METHODS
