@@ -23,9 +23,15 @@ PRE_LN = {"step": {"ln": ("atb", "atb_ln"), "ff": ("atb_ln", "atb_ln_ff"), "res"
 PUBLISHED = {"ff": "BERT-base 0.21, GPT-2 0.15", "ln": "BERT-base 0.27, GPT-2 0.38"}
 
 
+def visible(n: int, causal: bool) -> np.ndarray:
+    """(n, n) mask of the cells a map can have: the lower triangle for a causal model, else all."""
+    everything = np.ones((n, n), dtype=bool)
+    return np.tril(everything) if causal else everything
+
+
 def change(before: np.ndarray, after: np.ndarray, causal: bool) -> float:
     """1 − Spearman of two (n, n) maps; 0 for identical rankings."""
-    keep = np.tril(np.ones(before.shape, dtype=bool)) if causal else np.ones(before.shape, dtype=bool)
+    keep = visible(before.shape[-1], causal)
     a, b = before[keep], after[keep]
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float(np.ptp(a) != np.ptp(b))

@@ -14,7 +14,7 @@ import numpy as np
 from attrbench.evaluation import Analysis, decompositions
 from attrbench.registry import EVALS
 
-from .context_change import series_for
+from .context_change import series_for, visible
 
 TOP = 10
 
@@ -37,8 +37,7 @@ class FFAmp(Analysis):
             amp = column_normalise(dec.maps[after].astype(np.float64)) - column_normalise(
                 dec.maps[before].astype(np.float64))
             n = amp.shape[-1]
-            i, j = np.nonzero(~np.eye(n, dtype=bool) & (np.tril(np.ones((n, n), dtype=bool)) if adapter.causal
-                                                          else np.ones((n, n), dtype=bool)))
+            i, j = np.nonzero(~np.eye(n, dtype=bool) & visible(n, adapter.causal))
             top_cell.append(float(amp[:, i, j].max(-1).mean()))
             for layer in range(adapter.n_layers):
                 for a, b, v in zip(i, j, amp[layer, i, j]):
