@@ -3,11 +3,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from .numeric import safe_divide
+
 
 def row_normalise(maps: np.ndarray) -> np.ndarray:
     """Divide each row by its sum (rows of zeros stay zero): (..., n, n)."""
-    sums = maps.sum(-1, keepdims=True)
-    return np.divide(maps, sums, out=np.zeros_like(maps), where=sums > 0)
+    return safe_divide(maps, maps.sum(-1, keepdims=True)).astype(maps.dtype, copy=False)
 
 
 def with_identity(maps: np.ndarray, weight: float = 0.5) -> np.ndarray:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .decompose.shapley import FF_ATTRIBUTIONS
+from .decompose.ff_split import FF_ATTRIBUTIONS
 from .errors import AttrbenchError, InputError
+
 
 def _quiet_transformers() -> None:
     import transformers
@@ -61,7 +62,7 @@ def cmd_methods(args) -> None:
     from .registry import METHODS
 
     rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete,
-             "description": m.description, "reference": m.reference} for m in METHODS.all()]
+             "description": m.description, "reference": m.reference, "params": m.get_params()} for m in METHODS.all()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -74,7 +75,7 @@ def cmd_evals(args) -> None:
     from .registry import EVALS
 
     rows = [{"name": e.name, "family": e.family, "takes_methods": e.needs_methods, "description": e.description,
-             "reference": e.reference} for e in EVALS.all()]
+             "reference": e.reference, "params": e.get_params()} for e in EVALS.all()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
@@ -129,19 +130,19 @@ def cmd_attribute(args) -> None:
         if method.output != "scores":
             raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
                               f"`attrbench decompose --scopes {method.name}`")
-    if args.ff_attribution != "ig":
-        methods = [m.with_ff_attribution(args.ff_attribution) for m in methods]
+        if args.ff_attribution != "ig" and "ff_attribution" not in method.params:
+            raise InputError(f"'{method.name}' does not go through the FF block, so it has no FF split to choose")
+    options = {"value_bias": args.value_bias, "ff_attribution": args.ff_attribution}
+    methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params}) for m in methods]
     adapter = load_model(args.model, dtype=args.dtype)
-    results = [method(adapter, [args.text], target=args.target, value_bias=args.value_bias,
-                      truncate=args.truncate)[0] for method in methods]
+    results = [method(adapter, [args.text], target=args.target, truncate=args.truncate)[0] for method in methods]
     tokens = results[0].tokens
     if args.plot:
         plot_scores(tokens, {r.method: r.values for r in results}, args.plot,
                     title=f"{adapter.name}, target {results[0].meta.get('target')} (row {results[0].meta.get('row')})")
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
-        payload = [{"method": r.method, "model": r.model, "tokens": r.tokens, "scores": r.values.tolist(), **r.meta}
-                   for r in results]
+        payload = [r.to_json() for r in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload))
         return
     import pandas as pd
@@ -181,7 +182,7 @@ def cmd_prepare(args) -> None:
 
 def cmd_eval(args) -> None:
     from . import load_model
-    from .evaluation import evaluate
+    from .planning import evaluate
     from .results import provenance, table, write_results
 
     _quiet_transformers()
@@ -300,7 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value-bias", default="token", choices=["token", "bias"])
     p.add_argument("--truncate", action="store_true")
     p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
-                   help="FF-inclusive methods (ff_rollout): split the FF activation by IG (default) or Shapley values")
+                   help="methods that go through the FF block: split its activation by IG (default) or Shapley values")
     p.add_argument("--plot", metavar="FILE.png", help="token-saliency strips, one row per method")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_attribute)
@@ -349,7 +350,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--attributions", required=True, metavar="FILE.jsonl",
                    help='one object per line: {"id" or "text", "tokens" or "input_ids", "scores"}')
     p.add_argument("--model", required=True)
-    p.add_argument("--eval", required=True, help="faithfulness_corr and/or erasure_aopc")
+    p.add_argument("--eval", required=True, help="comma-separated evaluations that score input attributions "
+                                                 "(see `attrbench evals`)")
     p.add_argument("--dataset", required=True)
     p.add_argument("--name", default="external", help="method name to report the attributions under")
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"])

@@ -1,13 +1,16 @@
 """Checks that every method plugin must pass (like scikit-learn's ``check_estimator``).
 
 ``check_method(method, adapter)`` runs the method on a few texts and raises ``AssertionError``
-naming the broken property: result shapes, finiteness, completeness (for methods that claim it),
-batch = one-by-one, determinism, and no attribution to future tokens in causal models. The test
+naming the broken property: declared parameters (JSON values, recorded in every result, and a copy
+``with_params(**get_params())`` that computes the same), result shapes, finiteness, completeness
+(for methods that claim it), batch = one-by-one, determinism, and no attribution to future tokens
+in causal models. The test
 suite runs it over every registered method and every tiny model the method supports, so a plugin
 is tested the moment it registers.
 """
 from __future__ import annotations
 
+import json
 from typing import Sequence
 
 import numpy as np
@@ -25,7 +28,11 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
     for attr in ("name", "family", "description"):
         assert getattr(method, attr), f"{name}: method has no {attr}"
     assert method.output in ("maps", "scores"), f"{name}: unknown output kind '{method.output}'"
+    params = method.get_params()
+    assert set(params) == set(method.params), f"{name}: get_params() {sorted(params)} != declared {sorted(method.params)}"
+    assert json.loads(json.dumps(params)) == params, f"{name}: parameter values must be plain JSON values"
     batched = method(adapter, list(texts))
+    assert all(r.meta.get("params") == params for r in batched), f"{name}: results do not record the parameters"
     assert len(batched) == len(texts), f"{name}: {len(batched)} results for {len(texts)} texts"
     tol = default_tolerance(adapter)
     for text, result in zip(texts, batched):
@@ -44,7 +51,8 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
         scale = max(1e-12, float(np.abs(single.values).max()))
         gap = float(np.abs(single.values - result.values).max()) / scale
         assert gap <= max(tol, 1e-5), f"{name}: batched run differs from one-by-one by {gap:.1e} (relative)"
-    again = method(adapter, list(texts))
-    assert all(np.array_equal(a.values, b.values) for a, b in zip(batched, again)), f"{name}: not deterministic"
-    checks = ["metadata", "shapes", "finite", "batch_invariance", "determinism"]
+    again = method.with_params(**params)(adapter, list(texts))
+    assert all(np.array_equal(a.values, b.values) for a, b in zip(batched, again)), \
+        f"{name}: not deterministic (or a copy with the same parameters computes something else)"
+    checks = ["metadata", "params", "shapes", "finite", "batch_invariance", "determinism"]
     return checks + (["completeness"] if method.complete else []) + (["causal"] if adapter.causal else [])

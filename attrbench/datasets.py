@@ -1,7 +1,7 @@
 """Evaluation datasets shipped with the package (``attrbench/data``, sources and licences in its README).
 
 A dataset turns into :class:`Example` s for one model: the text the model reads and the target it
-is explained for. The same SVA item reads differently per model kind (DESIGN.md §5):
+is explained for. The same SVA item reads differently per model kind (as in Ferrando et al. 2022, §4):
 
 - a verb-number probe (``minilm-l6-sva``) or a masked LM reads the sentence with the verb replaced
   by the mask token; the probe's target is the correct number class, a masked LM's the contrast of

@@ -17,22 +17,22 @@ from typing import Sequence
 
 import numpy as np
 
-from .datasets import examples_for
 from .errors import InputError
-from .evaluation import EvalContext
 from .method import Method, MethodResult
+from .params import Param
 
 
 class Precomputed(Method):
-    """A method whose scores were computed elsewhere, keyed by text."""
+    """A method whose scores were computed elsewhere, keyed by text; ``file`` names where they came from."""
 
     family, output = "external", "scores"
     description = "attributions computed by another tool"
+    params = {"file": Param("", "the JSON-lines file the attributions were read from")}
 
-    def __init__(self, name: str, by_text: dict[str, tuple[list[str], np.ndarray]]):
-        self.name, self.by_text = name, by_text
+    def __init__(self, name: str, by_text: dict[str, tuple[list[str], np.ndarray]], file: str = ""):
+        self.name, self.by_text, self.file = name, by_text, file
 
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate):
+    def run(self, adapter, texts, *, target, layers, truncate):
         results = []
         for text in texts:
             if text not in self.by_text:
@@ -80,20 +80,23 @@ def read_attributions(adapter, path: str | Path, examples) -> tuple[Precomputed,
 
 
 def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dataset: str, *,
-                       rank: str = "scipy", name: str = "external", progress: bool = True) -> list[dict]:
+                       rank: str | None = None, name: str = "external", progress: bool = True) -> list[dict]:
+    """Put another tool's attributions on attrbench's evaluations (the ones that score input attributions)."""
+    from .planning import RunContext, configured, plan_units
     from .registry import EVALS
 
-    examples, notes = examples_for(adapter, dataset)
+    context = RunContext(str(adapter.dtype).replace("torch.", ""))
+    context.add_adapter(adapter)
+    evals = configured(EVALS, eval_names, shared={} if rank is None else {"rank": rank})
+    scoring = [e.name for e in EVALS.all() if e.needs_methods and e.score_methods_only]
+    if not evals:
+        raise InputError(f"no evaluation given: --eval one or more of {', '.join(scoring)}")
+    for evaluation in evals:
+        if evaluation.name not in scoring:
+            raise InputError(f"'{evaluation.name}' does not score attributions; use {', '.join(scoring)}")
+    examples, _ = context.examples(adapter, dataset, None)
     chosen, table = read_attributions(adapter, path, examples)
-    method = Precomputed(name, table)
-    records = []
-    for eval_name in eval_names:
-        evaluation = EVALS.get(eval_name)
-        if not evaluation.needs_methods or not evaluation.score_methods_only:
-            raise InputError(f"'{eval_name}' does not score attributions; use faithfulness_corr or erasure_aopc")
-        context = EvalContext(dataset, 0, rank, progress, {**notes, "sample_size": len(chosen),
-                                                           "attributions": str(path)})
-        records += evaluation(adapter, [method], chosen, context)
-    if not records:
-        raise InputError("no evaluation given: --eval faithfulness_corr and/or erasure_aopc")
-    return records
+    method = Precomputed(name, table, str(path))
+    context.add_method(method)
+    units = plan_units(adapter, dataset, None, evals, [method], True, [e.id for e in chosen])
+    return [record for unit in units for record in context.run_unit(unit, 0, progress)]

@@ -25,7 +25,7 @@ class GradientMethod(Method):
         """(n,) scores and extra metadata for one text; subclasses call one captum method."""
         raise NotImplementedError
 
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
         model = adapter.model
         results = []

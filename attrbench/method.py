@@ -1,23 +1,29 @@
 """The one call shape every method plugin has (like captum's ``Attribution`` base class).
 
-``method(adapter, texts, target=..., layers=..., value_bias=..., truncate=...) -> list[MethodResult]``,
-one result per text. ``output`` says what ``values`` holds: ``"maps"`` (layers, n, n) token-to-token
-maps, or ``"scores"`` (n,) input attributions for the target. ``supports(adapter)`` says why a
-method cannot run on a model (``None`` when it can).
+``method(adapter, texts, target=..., layers=..., truncate=...) -> list[MethodResult]``, one result
+per text. Hyperparameters (steps, samples, baselines, value bias, FF split) are not call arguments:
+each method declares them (``params``) and ``method.with_params(...)`` gives a configured copy, as
+in scikit-learn; every result records them. ``output`` says what ``values`` holds: ``"maps"``
+(layers, n, n) token-to-token maps, or ``"scores"`` (n,) input attributions for the target.
+``supports(adapter)`` says why a method cannot run on a model (``None`` when it can).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import numpy as np
 
 from .aggregate import rollout, row_normalise, with_identity
-from .decompose import decompose, scopes_for
-from .decompose.engine import FF_SCOPES
-from .errors import InputError
+from .decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
 from .models import TransformerAdapter
+from .params import Configurable, Param
 from .targets import Target, explained_row
+
+VALUE_BIAS_PARAM = Param("token", "where the value bias b_V goes: each token's part (token) or the bias term (bias)",
+                         choices=VALUE_BIAS)
+FF_PARAMS = {"ff_attribution": Param("ig", "how the FF activation is split over tokens", choices=FF_ATTRIBUTIONS),
+             "shapley_samples": Param(256, "permutations / evaluations of the sampled Shapley splits", minimum=1)}
 
 
 @dataclass
@@ -27,47 +33,44 @@ class MethodResult:
     tokens: list[str]
     values: np.ndarray  # "maps": (layers, n, n), [l, i, j] = contribution of token j to i; "scores": (n,)
     residual: Optional[float]  # max relative completeness residual, for methods that claim it
-    meta: dict = field(default_factory=dict)  # layers, value_bias, dtype, truncated
+    meta: dict = field(default_factory=dict)  # target, row, params, dtype, truncated, ...
 
     def to_json(self) -> dict:
-        return {"method": self.method, "model": self.model, "tokens": self.tokens, "values": self.values.tolist(),
+        """``scores`` (n,) for input attributions, ``maps`` (layers, n, n) for token-to-token maps."""
+        kind = "scores" if self.values.ndim == 1 else "maps"
+        return {"method": self.method, "model": self.model, "tokens": self.tokens, kind: self.values.tolist(),
                 "residual": self.residual, **self.meta}
 
 
-class Method:
-    """Base class. Subclasses set ``family``, ``description``, ``output``, ``complete``, ``reference``."""
+class Method(Configurable):
+    """Base class. Subclasses set ``family``, ``description``, ``output``, ``complete``, ``reference``, ``params``."""
 
-    name: str = ""
+    kind = "method"
     family: str = ""
     description: str = ""
     output: str = "maps"
     complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
     reference: str = ""
-    ff_attribution: str | None = None  # FF-inclusive methods: how the FF activation is split ("ig", Shapley ...)
-
-    def with_ff_attribution(self, ff_attribution: str) -> "Method":
-        """A copy splitting the FF activation another way (IG or a Shapley variant); FF-inclusive methods only."""
-        import copy
-
-        if self.ff_attribution is None:
-            raise InputError(f"'{self.name}' does not go through the FF block, so it has no FF split to choose")
-        clone = copy.copy(self)
-        clone.ff_attribution = ff_attribution
-        return clone
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         return None
 
     def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                  target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
-                 value_bias: str = "token", truncate: bool = False) -> list[MethodResult]:
+                 truncate: bool = False) -> list[MethodResult]:
+        from .errors import InputError
+
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
         target = target if isinstance(target, Target) else Target.parse(target)
-        return self.run(adapter, texts, target=target, layers=layers, value_bias=value_bias, truncate=truncate)
+        results = self.run(adapter, texts, target=target, layers=layers, truncate=truncate)
+        params = self.get_params()
+        for result in results:
+            result.meta["params"] = params
+        return results
 
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
         raise NotImplementedError
 
 
@@ -77,52 +80,55 @@ class ScopeMap(Method):
     def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
         self.name, self.scope, self.family = scope, scope, family
         self.description, self.complete, self.reference = description, complete, reference
-        self.ff_attribution = "ig" if scope in FF_SCOPES else None
+        through_ff = any(scope in layout.ff_scopes for layout in (layout_for(False), layout_for(True)))
+        self.params = ({} if scope == "attn_w" else {"value_bias": VALUE_BIAS_PARAM}) | (FF_PARAMS if through_ff else {})
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
-        if self.scope in scopes_for(adapter.norm_first):
+        layout = layout_for(adapter.norm_first)
+        if self.scope in layout.scopes:
             return None
-        kind = "Pre-LN" if adapter.norm_first else "Post-LN"
-        return f"scope '{self.scope}' does not exist in a {kind} model; see `attrbench methods`"
+        return f"scope '{self.scope}' does not exist in a {layout.kind} model; see `attrbench methods`"
 
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
-        results = decompose(adapter, texts, scopes=[self.scope], layers=layers, value_bias=value_bias,
-                            truncate=truncate, ff_attribution=self.ff_attribution or "ig")
+    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+        results = decompose(adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
+                            **self.get_params())
         return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
-                             {"layers": d.layers, "value_bias": d.value_bias, "dtype": d.dtype,
-                              "truncated": d.truncated, "ff_attribution": d.ff_attribution if self.ff_attribution else None})
+                             {"layers": d.layers, "dtype": d.dtype, "truncated": d.truncated})
                 for d in results]
 
 
 class Rollout(Method):
     """Input attribution: per-layer maps, row-normalised, multiplied across all layers; the target's row.
 
-    ``source(adapter)`` names the engine map (a scope or a derived map) each layer contributes;
-    ``identity`` adds the residual as attention rollout does (``0.5 A + 0.5 I``).
+    ``source(layout)`` gives what each layer contributes: a scope of the engine, or a
+    :class:`DerivedMap` the engine computes from a scope's parts in the same pass. ``identity`` adds
+    the residual as attention rollout does (``0.5 A + 0.5 I``). ``uses_values``: the maps depend on
+    the value vectors (so on where b_V goes); ``through_ff``: on how the FF activation is split.
     """
 
     output = "scores"
 
-    def __init__(self, name: str, source, family: str, description: str, reference: str,
-                 identity: bool = False, through_ff: bool = False):
+    def __init__(self, name: str, source: Callable[[Layout], str | DerivedMap], family: str, description: str,
+                 reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False):
         self.name, self.family, self.description, self.reference = name, family, description, reference
         self.source, self.identity = source, identity
-        self.ff_attribution = "ig" if through_ff else None
+        self.params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (FF_PARAMS if through_ff else {})
 
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+        from .errors import InputError
+
         if layers is not None:
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
-        key = self.source(adapter)
-        derived = [key] if key not in scopes_for(adapter.norm_first) else []
-        scope = "atb" if derived else key
+        source = self.source(layout_for(adapter.norm_first))
+        derived = [source] if isinstance(source, DerivedMap) else []
+        key = source.name if derived else source
         results = []
-        for dec in decompose(adapter, texts, scopes=[scope], derived=derived, value_bias=value_bias,
-                             truncate=truncate, ff_attribution=self.ff_attribution or "ig"):
+        for dec in decompose(adapter, texts, scopes=[source.reads if derived else source], derived=derived,
+                             truncate=truncate, **self.get_params()):
             per_layer = dec.maps[key].astype(np.float64)
             per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
             row = explained_row(adapter, dec.input_ids, target)
             results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[row], None,
-                                        {"target": str(target), "row": row, "source": key,
-                                         "value_bias": dec.value_bias, "dtype": dec.dtype,
-                                         "truncated": dec.truncated, "ff_attribution": self.ff_attribution}))
+                                        {"target": str(target), "row": row, "source": key, "dtype": dec.dtype,
+                                         "truncated": dec.truncated}))
         return results

@@ -44,10 +44,10 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     for row in axes:
         row[0].set_ylabel("output token i", fontsize=8)
-    return _save(fig, path, title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})")
+    return save_figure(fig, path, title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})")
 
 
-def _save(fig, path: str | Path, title: str) -> Path:
+def save_figure(fig, path: str | Path, title: str) -> Path:
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path = Path(path)
@@ -74,4 +74,4 @@ def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str 
         ax.set_yticks([0], [name], fontsize=8)
         ax.set_xticks([])
     axes[-1, 0].set_xticks(range(len(tokens)), labels, rotation=60, fontsize=8)
-    return _save(fig, path, title or "input attributions")
+    return save_figure(fig, path, title or "input attributions")

@@ -1,6 +1,6 @@
 """Leaderboard runs: a config of models × methods × evaluations × datasets, split into units.
 
-A config (TOML, or YAML if PyYAML is installed) looks like::
+A config (TOML, or YAML if PyYAML is installed; ``default.toml`` is the shipped one) looks like::
 
     name = "default"
     seed = 0
@@ -8,58 +8,48 @@ A config (TOML, or YAML if PyYAML is installed) looks like::
     shard_size = 20                     # examples per unit
 
     [[suite]]
-    model = "minilm-l6-sst2"
-    dataset = "sst2"
+    model = "MODEL"
+    dataset = "DATASET"
     n = 40                              # sampled examples (seeded)
     methods = "all"                     # or a list of method names
-    evals = ["faithfulness_corr", "erasure_aopc", "timing", "mixing_ratio"]
+    evals = ["EVAL", ...]
 
-A unit is (model, dataset, evaluation, method, example shard); the papers' analyses take no
-method and run as one unit over the suite's sample. Token-to-token map methods (``atb_ff`` …) only
-go to evaluations that take them (``timing``); rollouts and the other score methods go to all. Units are computed by an executor — local
-(this process, ``threads`` torch threads) or Ray (one task per unit, on ``ray.init()`` or a given
-address) — and each result is committed to the run folder's store as it arrives, so a rerun
-computes only what is missing and a killed run resumes with nothing lost or duplicated.
+    [suite.method_params.METHOD]        # optional: a method's parameters (`attrbench methods --json`)
+    PARAM = VALUE
+    [suite.eval_params.EVAL]            # optional: an evaluation's parameters
+    PARAM = VALUE
+
+A unit is (model, dataset, evaluation, method, example shard), each with its parameters, planned by
+``attrbench.planning``; the papers' analyses take no method and run as one unit over the suite's
+sample. Units are computed by an executor — local (this process, ``threads`` torch threads) or Ray
+(one task per unit, on ``ray.init()`` or a given address) — and each result is committed to the run
+folder's store as it arrives, so a rerun computes only what is missing and a killed run resumes
+with nothing lost or duplicated. Parameters are part of a unit's key: changing one in the config and
+rerunning in the same folder recomputes exactly the units it affects.
 """
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import time
-from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Optional
 
 from .errors import AttrbenchError, InputError
+from .planning import RunContext, Unit, plan_units, select_methods
 
 DEFAULT_CONFIG = Path(__file__).parent / "default.toml"
 TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "suite": list}
-SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "evals": list, "split": str}
+SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "evals": list, "split": str,
+              "method_params": dict, "eval_params": dict}
+PARAM_KEYS = ("method_params", "eval_params")  # may change between runs in one folder: they are in the unit keys
 DTYPES = ("float32", "float64")
 
 
 class ConfigError(InputError):
     pass
-
-
-@dataclass(frozen=True)
-class Unit:
-    model: str
-    dataset: str
-    eval: str
-    method: str  # "-" for analyses
-    shard: int
-    example_ids: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        return f"{self.model}|{self.dataset}|{self.eval}|{self.method}|{self.shard}"
-
-    def as_dict(self) -> dict:
-        return {"model": self.model, "dataset": self.dataset, "eval": self.eval, "method": self.method,
-                "shard": self.shard, "example_ids": list(self.example_ids)}
 
 
 # -- config ----------------------------------------------------------------------------------
@@ -150,114 +140,82 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         n = entry.get("n", 100)
         if n < 1:
             raise ConfigError(f"config key '{where}.n' must be at least 1")
+        _check_params(f"{where}.method_params", entry.get("method_params", {}), METHODS,
+                      method_names if methods == "all" else methods)
+        _check_params(f"{where}.eval_params", entry.get("eval_params", {}), EVALS, entry["evals"])
         config["suite"].append({"model": entry["model"], "dataset": entry["dataset"], "n": n, "methods": methods,
-                                "evals": list(entry["evals"]), "split": entry.get("split")})
+                                "evals": list(entry["evals"]), "split": entry.get("split"),
+                                "method_params": entry.get("method_params", {}),
+                                "eval_params": entry.get("eval_params", {})})
     return config
 
 
+def _check_params(where: str, params: dict, registry, names) -> None:
+    """Each named plugin is in the suite and takes these parameters with these values."""
+    for name, values in params.items():
+        if name not in names:
+            raise ConfigError(f"config key '{where}.{name}': '{name}' is not in this suite; its {registry.kind}s: "
+                              f"{', '.join(names)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"config key '{where}.{name}' must be a table of parameter = value")
+        try:
+            registry.get(name).with_params(**values)
+        except InputError as err:
+            raise ConfigError(f"config key '{where}.{name}': {err}") from None
+
+
 def config_hash(config: dict) -> str:
-    """Identity of what a run computes (its name is left out: renaming a run changes nothing)."""
+    """Identity of a run folder's experiment: everything but the name and the parameters (those are in
+    the unit keys, so a changed parameter recomputes its units in the same folder)."""
     body = {k: v for k, v in config.items() if k != "name"}
+    body["suite"] = [{k: v for k, v in entry.items() if k not in PARAM_KEYS} for entry in config["suite"]]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 # -- planning --------------------------------------------------------------------------------
-_ADAPTERS: dict = {}
-
-
-def adapter_for(name: str, dtype: str):
-    """Models are loaded once per process (the driver, or each Ray worker)."""
-    from .models import load_model
-
-    if (name, dtype) not in _ADAPTERS:
-        _ADAPTERS[(name, dtype)] = load_model(name, dtype=dtype)
-    return _ADAPTERS[(name, dtype)]
-
-
-_EXAMPLES: dict = {}
-
-
-def examples_of(adapter, dataset: str, split: Optional[str]):
-    """A dataset's examples as a model reads them, read and tokenised once per process (not per unit)."""
-    from .datasets import examples_for
-
-    key = (adapter.name, str(adapter.dtype), dataset, split)
-    if key not in _EXAMPLES:
-        _EXAMPLES[key] = examples_for(adapter, dataset, split)
-    return _EXAMPLES[key]
-
-
-def suite_sample(config: dict, entry: dict):
-    from .datasets import sample
-
-    adapter = adapter_for(entry["model"], config["dtype"])
-    examples, notes = examples_of(adapter, entry["dataset"], entry.get("split"))
-    return adapter, sample(examples, entry["n"], config["seed"]), notes
-
-
-def plan(config: dict) -> tuple[list[Unit], dict]:
+def plan(config: dict, context: Optional[RunContext] = None) -> tuple[list[Unit], list[dict]]:
     """All units of a config (checking every model/method/evaluation pairing first) and the samples."""
-    from .evaluation import EvalContext
+    from .datasets import sample
+    from .planning import configured
     from .registry import EVALS
 
+    context = context or RunContext(config["dtype"])
     units, samples = [], []
     for entry in config["suite"]:
-        adapter, chosen, notes = suite_sample(config, entry)
-        ids = tuple(e.id for e in chosen)
+        adapter = context.adapter(entry["model"])
+        examples, notes = context.examples(adapter, entry["dataset"], entry.get("split"))
+        ids = [e.id for e in sample(examples, entry["n"], config["seed"])]
         samples.append({"model": entry["model"], "dataset": entry["dataset"], "evals": entry["evals"],
-                        "example_ids": list(ids), **notes})
-        for eval_name in entry["evals"]:
-            evaluation = EVALS.get(eval_name)
-            if not evaluation.needs_methods:
-                evaluation.check(adapter, [], EvalContext(entry["dataset"]))
-                units.append(Unit(entry["model"], entry["dataset"], eval_name, "-", 0, ids))
-                continue
-            # token-to-token map methods only go to evaluations that take them (timing)
-            methods = [m for m in evaluation.methods_for(adapter, entry["methods"]) if evaluation.takes(m)]
-            evaluation.check(adapter, methods, EvalContext(entry["dataset"]))
-            size = config["shard_size"]
-            for method in methods:
-                for shard in range(math.ceil(len(ids) / size)):
-                    units.append(Unit(entry["model"], entry["dataset"], eval_name, method.name, shard,
-                                      ids[shard * size:(shard + 1) * size]))
+                        "example_ids": ids, **notes})
+        evaluations = configured(EVALS, entry["evals"], entry.get("eval_params"))
+        methods, named = select_methods(adapter, entry["methods"], entry.get("method_params"))
+        units += plan_units(adapter, entry["dataset"], entry.get("split"), evaluations, methods, named, ids,
+                            config["shard_size"])
     return units, samples
 
 
-def run_unit(config: dict, unit: dict) -> tuple[list[dict], float]:
-    """Compute one unit (in this process): its records and wall seconds."""
-    from .evaluation import EvalContext
-    from .registry import EVALS, METHODS
-
+# -- executors -------------------------------------------------------------------------------
+def timed_unit(context: RunContext, seed: int, unit: Unit) -> tuple[list[dict], float]:
     start = time.perf_counter()
-    entry = next(e for e in config["suite"] if e["model"] == unit["model"] and e["dataset"] == unit["dataset"]
-                 and unit["eval"] in e["evals"])
-    adapter = adapter_for(unit["model"], config["dtype"])
-    examples, notes = examples_of(adapter, unit["dataset"], entry.get("split"))
-    by_id = {e.id: e for e in examples}
-    chosen = [by_id[i] for i in unit["example_ids"]]
-    evaluation = EVALS.get(unit["eval"])
-    methods = [] if unit["method"] == "-" else [METHODS.get(unit["method"])]
-    context = EvalContext(unit["dataset"], config["seed"], progress=False,
-                          notes={**notes, "sample_size": len(chosen), "dataset_size": len(examples)})
-    records = evaluation(adapter, methods, chosen, context)
+    records = context.run_unit(unit, seed)
     return records, time.perf_counter() - start
 
 
-# -- executors -------------------------------------------------------------------------------
 class LocalExecutor:
+    """Units one after another in this process, sharing the driver's run context (models, attributions)."""
+
     name = "local"
 
     def __init__(self, threads: Optional[int] = None):
         self.threads = threads
 
-    def map(self, config: dict, units: list[Unit]) -> Iterable[tuple[Unit, list[dict], float]]:
+    def map(self, config: dict, units: list[Unit], context: RunContext) -> Iterable[tuple[Unit, list[dict], float]]:
         import torch
 
         if self.threads:
             torch.set_num_threads(self.threads)
         for unit in units:
-            records, seconds = run_unit(config, unit.as_dict())
-            yield unit, records, seconds
+            yield unit, *timed_unit(context, config["seed"], unit)
 
 
 class RayExecutor:
@@ -281,7 +239,7 @@ class RayExecutor:
                 raise InputError(f"Ray at '{address or 'local'}' does not answer: {str(err).splitlines()[0]}; "
                                  "start it (ray start --head) or check the address") from None
 
-    def map(self, config: dict, units: list[Unit]) -> Iterable[tuple[Unit, list[dict], float]]:
+    def map(self, config: dict, units: list[Unit], context: RunContext) -> Iterable[tuple[Unit, list[dict], float]]:
         ray = self.ray
         remote = ray.remote(num_cpus=1)(_ray_unit)
         cache = os.environ.get("ATTRBENCH_CACHE")
@@ -305,6 +263,12 @@ def _check_reachable(address: str, timeout: float = 5.0) -> None:
                          "address (host:port, or ray://host:port)") from None
 
 
+@lru_cache(maxsize=4)
+def worker_context(dtype: str) -> RunContext:
+    """A Ray worker process's run context: its models and caches live as long as the worker."""
+    return RunContext(dtype)
+
+
 def _ray_unit(config: dict, unit: dict, cache: Optional[str]):
     if cache:  # the worker uses the driver's model cache when it shares the file system
         os.environ.setdefault("ATTRBENCH_CACHE", cache)
@@ -313,7 +277,7 @@ def _ray_unit(config: dict, unit: dict, cache: Optional[str]):
 
     transformers.logging.set_verbosity_error()
     torch.set_num_threads(1)
-    return run_unit(config, unit)
+    return timed_unit(worker_context(config["dtype"]), config["seed"], Unit.from_dict(unit))
 
 
 # -- a run -----------------------------------------------------------------------------------
@@ -336,20 +300,21 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, progress: 
             raise StoreError(f"run folder {run_dir} holds results of a different config (differs in: "
                              f"{', '.join(changed) or 'suite'}); use a new folder (--out) or the same config")
         stage = time.perf_counter()
-        units, samples = plan(config)
+        context = RunContext(config["dtype"])
+        units, samples = plan(config, context)
         plan_seconds = time.perf_counter() - stage
         executor = executor or LocalExecutor()
         if stored is None:
-            store.set_meta(config=config, config_hash=digest, planned=[u.key for u in units], versions=library_versions(), samples=samples,
-                           models={e["model"]: model_provenance(adapter_for(e["model"], config["dtype"]))
-                                   for e in config["suite"]},
+            store.set_meta(config_hash=digest, versions=library_versions(), samples=samples,
+                           models={e["model"]: model_provenance(context.adapter(e["model"])) for e in config["suite"]},
                            started=time.strftime("%Y-%m-%d %H:%M:%S"))
+        store.set_meta(config=config, planned=[u.key for u in units])  # this config's parameters and units
         done = store.done()
         todo = [u for u in units if u.key not in done]
         bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"run {config['name']}", unit="unit",
                    disable=not progress)
         stage = time.perf_counter()
-        for unit, records, seconds in executor.map(config, todo):
+        for unit, records, seconds in executor.map(config, todo, context):
             store.put(unit.key, unit.as_dict(), records, seconds)
             bar.update()
         bar.close()
@@ -379,12 +344,14 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
             raise StoreError(f"{path} has no run metadata; it was not written by `attrbench run`")
         meta = {k: store.meta(k) for k in ("config", "config_hash", "versions", "samples", "models", "started",
                                            "finished", "executor", "planned")}
-        missing = set(meta["planned"] or []) - store.done()
+        planned = set(meta["planned"] or [])
+        missing = planned - store.done()
         if missing:
             raise StoreError(f"run {run_dir} is incomplete: {len(missing)} of {len(meta['planned'])} units are "
                              "missing; rerun `attrbench run` with the same config to finish it")
         groups: dict[tuple, list[dict]] = {}
-        units = sorted(store.units(), key=lambda u: u["shard"])
+        # units of the current config only: results of parameters changed since stay stored, unused
+        units = sorted((u for u in store.units() if u["key"] in planned), key=lambda u: u["shard"])
         for unit in units:
             for record in unit["records"]:
                 record = {**record, "unit_seconds": unit["seconds"]}

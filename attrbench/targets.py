@@ -1,6 +1,6 @@
 """What an input attribution explains: a class, a masked position's token, a causal LM's next token.
 
-The target also fixes the output row whose rollout row is the explanation (DESIGN.md §4): the
+The target also fixes the output row whose rollout row is the explanation (Ferrando et al. 2022, §4, Fig. 5): the
 [CLS] row for an encoder classifier, the masked position for a masked LM or probe, the last
 position for a causal LM's next token.
 """

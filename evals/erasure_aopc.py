@@ -14,9 +14,11 @@ AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through
 """
 import numpy as np
 
-from attrbench.evaluation import (Evaluation, attributions, ceil_count, non_special, resolved_target,
-                                  target_probabilities)
+from attrbench.evaluation import Evaluation
+from attrbench.perturb import ceil_count, resolved_target, target_probabilities
 from attrbench.registry import EVALS
+from attrbench.targets import explained_row
+from attrbench.tokens import non_special
 
 BINS = (1, 5, 10, 20, 50)
 
@@ -25,15 +27,17 @@ class ErasureAOPC(Evaluation):
     name, family = "erasure_aopc", "faithfulness"
     description = "comprehensiveness and sufficiency AOPC of deleting/keeping the top 1-50 % tokens"
     reference = "DeYoung et al. 2020 (ERASER); Ferrando et al. 2022"
+    primary_metric = "comprehensiveness_aopc"
+    higher_is_better = {"comprehensiveness_aopc": True, "sufficiency_aopc": False}
 
     def run(self, adapter, methods, examples, context):
         records = []
         for method in methods:
-            results = attributions(adapter, method, examples, context.progress)
+            results = context.attributions(adapter, method, examples)
             comp, suff = [], []
             for example, result in zip(examples, results):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                target, resolved = resolved_target(adapter, example, ids)
+                target, resolved = resolved_target(adapter, example.target, ids)
                 positions = non_special(adapter, ids)
                 ranked = positions[np.argsort(-result.values[positions], kind="stable")]
                 variants = [ids]
@@ -43,14 +47,15 @@ class ErasureAOPC(Evaluation):
                         top.discard(ranked[-1])
                     variants.append([t for p, t in enumerate(ids) if p not in top])
                     variants.append([t for p, t in enumerate(ids) if p in top or p not in set(positions.tolist())])
-                p = target_probabilities(adapter, target, resolved, variants)
+                rows = [explained_row(adapter, list(v), target) for v in variants]
+                p = target_probabilities(adapter, resolved, variants, rows)
                 comp.append(p[0] - p[1::2])
                 suff.append(p[0] - p[2::2])
             comp, suff = np.array(comp), np.array(suff)
-            for metric, values, better in (("comprehensiveness_aopc", comp, True), ("sufficiency_aopc", suff, False)):
-                records.append(self.record(adapter, context, method.name, metric, values.mean(1).tolist(), examples,
-                                           higher_is_better=better, bins_percent=list(BINS),
-                                           per_example=values.tolist(), by_bin=by_bin(values)))
+            for metric, values in (("comprehensiveness_aopc", comp), ("sufficiency_aopc", suff)):
+                records.append(self.record(adapter, context, method, metric, values.mean(1).tolist(), examples,
+                                           bins_percent=list(BINS), per_example=values.tolist(),
+                                           by_bin=by_bin(values)))
         return records
 
     def merge(self, shards):

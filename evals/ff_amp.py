@@ -11,25 +11,28 @@ from collections import defaultdict
 
 import numpy as np
 
+from attrbench.decompose import layout_for
+from attrbench.decompose.layout import visible_cells
 from attrbench.evaluation import Analysis, decompositions
+from attrbench.numeric import safe_divide
 from attrbench.registry import EVALS
-
-from .context_change import series_for, visible
 
 TOP = 10
 
 
 def column_normalise(maps: np.ndarray) -> np.ndarray:
-    return maps / np.maximum(maps.sum(-2, keepdims=True), 1e-30)
+    return safe_divide(maps, maps.sum(-2, keepdims=True))
 
 
 class FFAmp(Analysis):
     name = "ff_amp"
     description = "token pairs whose contribution the FF amplifies most, per layer"
     reference = "Kobayashi et al. 2024, §5.2"
+    figures = ()  # its result is the table of top pairs
 
     def run(self, adapter, methods, examples, context):
-        before, after = series_for(adapter)["step"]["ff"]
+        layout = layout_for(adapter.norm_first)
+        before, after = layout.before_ff, layout.after_ff
         sums = [defaultdict(float) for _ in range(adapter.n_layers)]
         counts = [defaultdict(int) for _ in range(adapter.n_layers)]
         top_cell = []
@@ -37,7 +40,7 @@ class FFAmp(Analysis):
             amp = column_normalise(dec.maps[after].astype(np.float64)) - column_normalise(
                 dec.maps[before].astype(np.float64))
             n = amp.shape[-1]
-            i, j = np.nonzero(~np.eye(n, dtype=bool) & visible(n, adapter.causal))
+            i, j = np.nonzero(~np.eye(n, dtype=bool) & visible_cells(n, adapter.causal))
             top_cell.append(float(amp[:, i, j].max(-1).mean()))
             for layer in range(adapter.n_layers):
                 for a, b, v in zip(i, j, amp[layer, i, j]):
@@ -52,6 +55,11 @@ class FFAmp(Analysis):
         return [self.record(adapter, context, "-", "max_ff_amp", top_cell, examples, per_layer=per_layer,
                             maps=[before, after], note="value: per example, the largest FF-amp cell, "
                             "mean over layers; per_layer: top pairs by type (seen more than once)")]
+
+    def layer_summary(self, record):
+        """The top two pairs of each layer: "to ← from (score)"."""
+        return "; ".join(f"L{k}: " + ", ".join(f"{p['to']} ← {p['from']} ({p['ff_amp']:.2f})" for p in top[:2])
+                         for k, top in enumerate(record["per_layer"]))
 
 
 EVALS.add(FFAmp)

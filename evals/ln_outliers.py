@@ -7,24 +7,14 @@ norm) and the mean |FF output| in that dimension. Then the FF's contextualizatio
 left out of the FF parts' norms. Published: r from −0.45 to −0.78 (BERT-base), change 0.21 → 0.09.
 """
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
+from scipy.stats import pearsonr
 
+from attrbench.decompose import ff_output_readers, layout_for
 from attrbench.evaluation import Analysis, decompositions
 from attrbench.registry import EVALS
-
-from .context_change import change, series_for
+from attrbench.stats import map_change, mean_of_defined, spearman
 
 BOTTOM = 0.01
-
-
-def next_gains(adapter) -> list:
-    """Per layer, the gain vector of the norm that reads the FF output."""
-    if not adapter.norm_first:
-        return [spec.ln2.module.weight for spec in adapter.layers]
-    final = getattr(adapter.model.base_model, "norm", None) or getattr(adapter.model.base_model, "ln_f", None) \
-        or getattr(getattr(adapter.model.base_model, "decoder", None), "final_layer_norm", None)
-    gains = [spec.ln1.module.weight for spec in adapter.layers[1:]]
-    return gains + [final.weight if final is not None else None]
 
 
 class LNOutliers(Analysis):
@@ -33,8 +23,9 @@ class LNOutliers(Analysis):
     reference = "Kobayashi et al. 2024, §6.2"
 
     def run(self, adapter, methods, examples, context):
-        before, after = series_for(adapter)["step"]["ff"]
-        gains = [None if g is None else g.detach().double().numpy() for g in next_gains(adapter)]
+        layout = layout_for(adapter.norm_first)
+        before, after = layout.before_ff, layout.after_ff
+        gains = [None if norm is None else norm.weight.detach().double().numpy() for norm in ff_output_readers(adapter)]
         drop = [None if g is None else np.argsort(g)[:max(1, int(round(BOTTOM * len(g))))] for g in gains]
         sums, count = None, 0
         full, reduced = [], []
@@ -50,26 +41,25 @@ class LNOutliers(Analysis):
                 if drop[layer] is not None:
                     keep[drop[layer]] = False
                 trimmed = ff_parts[..., keep].norm(dim=-1).double().numpy()
-                per_full.append(change(dec.maps[before][layer], dec.maps[after][layer], adapter.causal))
-                per_reduced.append(change(dec.maps[before][layer], trimmed, adapter.causal))
+                per_full.append(map_change(dec.maps[before][layer], dec.maps[after][layer], adapter.causal))
+                per_reduced.append(map_change(dec.maps[before][layer], trimmed, adapter.causal))
             count += len(dec.tokens)
             full.append(per_full)
             reduced.append(per_reduced)
         mean_abs = sums / count
-        pearson, spearman = [], []
+        pearson, rank_corr = [], []
         for g, m in zip(gains, mean_abs):
-            ok = g is not None and np.ptp(g) > 0 and np.ptp(m) > 0
-            pearson.append(float(pearsonr(g, m).statistic) if ok else None)
-            spearman.append(float(spearmanr(g, m).statistic) if ok else None)
-        full, reduced = np.array(full), np.array(reduced)
+            rho = None if g is None else spearman(g, m)  # None: a constant vector has no correlation
+            rank_corr.append(rho)
+            pearson.append(None if rho is None else float(pearsonr(g, m).statistic))
         defined = [p for p in pearson if p is not None]
         return [
             self.record(adapter, context, "-", "gamma_vs_ff_pearson", defined, examples, per_layer=pearson,
-                        per_layer_spearman=spearman, note="values are per layer (over dimensions), not per example"),
-            self.record(adapter, context, "-", "ff_change", full.mean(1).tolist(), examples,
-                        per_layer=full.mean(0).tolist(), maps=[before, after]),
-            self.record(adapter, context, "-", "ff_change_without_bottom_gamma", reduced.mean(1).tolist(), examples,
-                        per_layer=reduced.mean(0).tolist(), dropped_fraction=BOTTOM,
+                        per_layer_spearman=rank_corr, note="values are per layer (over dimensions), not per example"),
+            self.record(adapter, context, "-", "ff_change", mean_of_defined(full, 1), examples,
+                        per_layer=mean_of_defined(full, 0), maps=[before, after]),
+            self.record(adapter, context, "-", "ff_change_without_bottom_gamma", mean_of_defined(reduced, 1), examples,
+                        per_layer=mean_of_defined(reduced, 0), dropped_fraction=BOTTOM,
                         dropped_dims=[None if d is None else d.tolist() for d in drop]),
         ]
 

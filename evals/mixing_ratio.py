@@ -9,10 +9,12 @@ Published BERT-base means: 97.1 %, 85.2 %, 18.8 %.
 import numpy as np
 
 from attrbench.evaluation import Analysis, decompositions
+from attrbench.numeric import safe_divide
 from attrbench.registry import EVALS
 
 VIEWS = {"attn_w": "ATTN-W", "attn_n": "ATTN-N", "atb": "ATTNRESLN-N"}
 PUBLISHED_BERT_BASE = {"attn_w": 0.971, "attn_n": 0.852, "atb": 0.188}
+PUBLISHED_SOURCE = "Kobayashi et al. 2021 (BERT-base, another model)"
 
 
 def mixing_ratios(parts) -> np.ndarray:
@@ -20,13 +22,14 @@ def mixing_ratios(parts) -> np.ndarray:
     own = parts.diagonal(dim1=0, dim2=1).T  # (n, d)
     context = parts.sum(1) - own
     c, s = context.norm(dim=-1), own.norm(dim=-1)
-    return (c / (c + s).clamp_min(1e-30)).double().numpy()
+    return safe_divide(c, c + s).double().numpy()
 
 
 class MixingRatio(Analysis):
     name = "mixing_ratio"
     description = "context share of each token's update through ATTN-W, ATTN-N and ATTNRESLN-N"
     reference = "Kobayashi et al. 2021, Exp. 1"
+    figures = ("bars",)
 
     def run(self, adapter, methods, examples, context):
         per_view = {v: [] for v in VIEWS}  # example -> (layers,) mean ratio over tokens
@@ -35,8 +38,8 @@ class MixingRatio(Analysis):
             for view in ("attn_n", "atb"):
                 per_view[view].append(np.array([mixing_ratios(layer[view][0]).mean() for layer in dec.parts]))
         return [self.record(adapter, context, view, "mixing_ratio", np.mean(values, 1).tolist(), examples,
-                            view=VIEWS[view], per_layer=np.mean(values, 0).tolist(),
-                            published_bert_base=PUBLISHED_BERT_BASE[view])
+                            view=VIEWS[view], label=f"{VIEWS[view]} ({view})", per_layer=np.mean(values, 0).tolist(),
+                            published={"value": PUBLISHED_BERT_BASE[view], "source": PUBLISHED_SOURCE})
                 for view, values in per_view.items()]
 
 

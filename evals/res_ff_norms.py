@@ -5,8 +5,11 @@ residual carries around it (``x'_i``), read from the real forward pass: the resi
 minus the FF output. The paper found the bypass more than twice the FF output in most layers.
 """
 import numpy as np
+from tqdm.auto import tqdm
 
+from attrbench.decompose import layout_for
 from attrbench.evaluation import Analysis
+from attrbench.numeric import safe_divide
 from attrbench.registry import EVALS
 
 
@@ -16,17 +19,15 @@ class ResFFNorms(Analysis):
     reference = "Kobayashi et al. 2024, §6.1"
 
     def run(self, adapter, methods, examples, context):
-        from tqdm.auto import tqdm
-
+        layout = layout_for(adapter.norm_first)
+        res2_out = layout.boundary(layout.after_res2)  # the captured tensor RES2 outputs
         ff, bypass = [], []
         for example in tqdm(examples, desc=self.name, unit="ex", disable=not context.progress, leave=False):
             captures = adapter.capture(adapter.encode([example.text]))
             ff.append([float(c.ff_out[0].norm(dim=-1).mean()) for c in captures])
-            # RES2 output is LN2's input in Post-LN models and the layer output in Pre-LN ones
-            bypass.append([float(((c.out if adapter.norm_first else c.ln2_in)[0] - c.ff_out[0]).norm(dim=-1).mean())
-                           for c in captures])
+            bypass.append([float((getattr(c, res2_out)[0] - c.ff_out[0]).norm(dim=-1).mean()) for c in captures])
         ff, bypass = np.array(ff), np.array(bypass)
-        ratio = bypass / np.maximum(ff, 1e-30)
+        ratio = safe_divide(bypass, ff)
         return [self.record(adapter, context, "-", metric, values.mean(1).tolist(), examples,
                             per_layer=values.mean(0).tolist())
                 for metric, values in (("ff_norm", ff), ("bypass_norm", bypass), ("bypass_to_ff_ratio", ratio))]

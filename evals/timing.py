@@ -5,7 +5,10 @@ initialisation is not the method's cost). Memory is the peak resident set above 
 the call, sampled every 2 ms. The per-example rows
 (``per_example``: id, n_tokens, seconds, peak_mb) are kept so cost can be plotted against n.
 """
-from attrbench.evaluation import Evaluation, timed
+from tqdm.auto import tqdm
+
+from attrbench.evaluation import Evaluation
+from attrbench.measure import timed
 from attrbench.registry import EVALS
 
 
@@ -14,10 +17,12 @@ class Timing(Evaluation):
     description = "wall time and peak memory per method per example, with sequence length"
     reference = "-"
     score_methods_only = False
+    primary_metric = "seconds_per_example"
+    higher_is_better = {"seconds_per_example": False, "peak_mb": False}
+    figures = ("cost", "bars")
+    cost_columns = {"seconds_per_example": ("s / example", 3), "peak_mb": ("peak MB", 0)}
 
     def run(self, adapter, methods, examples, context):
-        from tqdm.auto import tqdm
-
         records = []
         for method in methods:
             method(adapter, [examples[0].text], target=examples[0].target)  # warm-up
@@ -28,8 +33,8 @@ class Timing(Evaluation):
                 rows.append({"id": example.id, "n_tokens": len(result.tokens), "seconds": seconds,
                              "peak_mb": peak_mb})
             for metric, key in (("seconds_per_example", "seconds"), ("peak_mb", "peak_mb")):
-                records.append(self.record(adapter, context, method.name, metric, [r[key] for r in rows], examples,
-                                           higher_is_better=False, per_example=rows))
+                records.append(self.record(adapter, context, method, metric, [r[key] for r in rows], examples,
+                                           per_example=rows))
         return records
 
 

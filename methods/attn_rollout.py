@@ -6,6 +6,6 @@ Per layer ``Â = 0.5 A + 0.5 I`` with A the head-mean attention weights, row-nor
 from attrbench.method import Rollout
 from attrbench.registry import METHODS
 
-METHODS.add(Rollout("attn_rollout", lambda adapter: "attn_w", "rollout",
+METHODS.add(Rollout("attn_rollout", lambda layout: "attn_w", "rollout",
                     "attention weights + identity, rolled out over layers",
-                    "Abnar & Zuidema 2020", identity=True))
+                    "Abnar & Zuidema 2020", identity=True, uses_values=False))

@@ -3,36 +3,37 @@
 ``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``; the blank is the mask
 token (or ``blank_token``). Causal LMs have no mask token; they get a bare space token (``Ġ`` /
 ``▁``) when the vocabulary has one, because their unk/eos token (``<|endoftext|>``) starts a new
-document and would wipe out the whole left context; otherwise unk, then eos. All n variants go through the
-model in batches of one forward pass each, in token-id space (never decoded and re-tokenised).
-The SVA reference of the ALTI paper.
+document and would wipe out the whole left context; otherwise unk, then eos. All n variants go
+through the model in batches (``batch_size``), in token-id space (never decoded and re-tokenised),
+each read at the target's row. The SVA reference of the ALTI paper.
 """
 import numpy as np
-import torch
 
 from attrbench.errors import InputError
 from attrbench.method import Method, MethodResult
+from attrbench.params import Param
+from attrbench.perturb import resolved_target, target_probabilities
 from attrbench.registry import METHODS
-from attrbench.targets import no_head_reason, resolve
+from attrbench.targets import no_head_reason
 
 
 class BlankOut(Method):
     name, family, output = "blank_out", "erasure", "scores"
     description = "|p(target) change| when each token is replaced by the mask (or a neutral) token"
     reference = "Ferrando et al. 2022 (SVA reference); Li et al. 2016 (erasure)"
-
-    def __init__(self, blank_token: str | None = None, batch_size: int = 64):
-        self.blank_token, self.batch_size = blank_token, batch_size
+    params = {"blank_token": Param(None, "the token put in place of each token (default: mask, bare space, unk, eos)",
+                                   kind=(str, type(None))),
+              "batch_size": Param(64, "variants per forward pass", minimum=1)}
 
     def supports(self, adapter):
         return no_head_reason(adapter)
 
     def _blank_id(self, adapter) -> int:
-        tok = adapter.tokenizer
-        if self.blank_token is not None:
-            blank = tok.convert_tokens_to_ids(self.blank_token)
-            if blank is None or blank == tok.unk_token_id and self.blank_token != tok.unk_token:
-                raise InputError(f"blank token '{self.blank_token}' is not in the vocabulary of '{adapter.name}'")
+        tok, blank_token = adapter.tokenizer, self.get_params()["blank_token"]
+        if blank_token is not None:
+            blank = tok.convert_tokens_to_ids(blank_token)
+            if blank is None or blank == tok.unk_token_id and blank_token != tok.unk_token:
+                raise InputError(f"blank token '{blank_token}' is not in the vocabulary of '{adapter.name}'")
             return blank
         space = None
         if tok.mask_token_id is None and adapter.causal:
@@ -43,19 +44,16 @@ class BlankOut(Method):
                 return candidate
         raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
 
-    @torch.no_grad()
-    def run(self, adapter, texts, *, target, layers, value_bias, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
         blank = self._blank_id(adapter)
         results = []
         for b, n in enumerate(batch.lengths):
-            ids = batch.input_ids[b, :n]
-            variants = ids.repeat(n + 1, 1)  # row 0: the text; row j + 1: token j blanked
-            variants[torch.arange(1, n + 1), torch.arange(n)] = blank
-            logits = torch.cat([adapter.model(input_ids=chunk).logits
-                                for chunk in variants.split(self.batch_size)])
-            resolved = resolve(adapter, ids.tolist(), target, logits[:1])
-            probs = resolved.probability(logits).double().numpy()
+            ids = batch.input_ids[b, :n].tolist()
+            _, resolved = resolved_target(adapter, target, ids)
+            variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
+            probs = target_probabilities(adapter, resolved, variants, [resolved.row] * (n + 1),
+                                         self.get_params()["batch_size"])
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
                                         {"target": str(target), "row": resolved.row, "index": resolved.index,
                                          "blank_id": blank, "p_target": float(probs[0]),

@@ -4,12 +4,11 @@ Per layer the map of the whole layer, FF included (``atb_ff_res_ln`` for Post-LN
 for Pre-LN; Kobayashi et al. 2024), with each row divided by its sum — so every layer passes on a
 unit of relevance per token, split in proportion to the norms of the exact parts; then
 ``R = M^L ··· M^1``. The FF-inclusive input attribution no published tool offers. The FF activation
-is split by exact IG unless ``with_ff_attribution`` (CLI ``--ff-attribution``) picks a Shapley split.
+is split by exact IG unless its ``ff_attribution`` parameter (CLI ``--ff-attribution``) picks a Shapley split.
 """
-from attrbench.decompose import scopes_for
 from attrbench.method import Rollout
 from attrbench.registry import METHODS
 
-METHODS.add(Rollout("ff_rollout", lambda adapter: scopes_for(adapter.norm_first)[-1], "rollout",
+METHODS.add(Rollout("ff_rollout", lambda layout: layout.whole_layer, "rollout",
                     "whole-layer FF-inclusive norm maps, row-normalised and rolled out",
                     "built on Kobayashi et al. 2024", through_ff=True))

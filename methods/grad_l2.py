@@ -6,6 +6,7 @@ with ``multiply_by_inputs=False``). The reference of the ALTI paper's SST-2 fait
 from captum.attr import LayerGradientXActivation
 
 from attrbench.gradients import GradientMethod
+from attrbench.numeric import safe_divide
 from attrbench.registry import METHODS
 
 
@@ -17,7 +18,7 @@ class GradL2(GradientMethod):
         grads = LayerGradientXActivation(forward, layer, multiply_by_inputs=False).attribute(
             input_ids, additional_forward_args=(attention_mask,))
         norms = grads[0].detach().norm(dim=-1).double().numpy()
-        return norms / max(norms.sum(), 1e-300), {}
+        return safe_divide(norms, norms.sum()), {}
 
 
 METHODS.add(GradL2)

@@ -3,40 +3,43 @@
 ``IG_j = sum_d (e_j - e'_j)_d ∫_0^1 ∂ logit(e' + a (e - e')) / ∂ e_{j,d} da`` with captum
 ``LayerIntegratedGradients`` (Gauss-Legendre, ``n_steps``), summed over dimensions. The baseline
 ``e'`` embeds the text with every non-special token replaced by ``baseline`` (default: the pad
-token). captum's convergence delta (sum of attributions minus the score difference) is reported.
+token; special tokens as in ``attrbench.tokens``). captum's convergence delta (sum of attributions minus the score difference) is reported.
 """
 import torch
 from captum.attr import LayerIntegratedGradients
 
 from attrbench.errors import InputError
 from attrbench.gradients import GradientMethod
+from attrbench.params import Param
 from attrbench.registry import METHODS
+from attrbench.tokens import special_mask
+
+BASELINES = ("pad", "mask", "unk", "eos")
 
 
 class IntegratedGradients(GradientMethod):
     name, description = "integrated_gradients", "Integrated Gradients at the word-embedding output (captum)"
     reference = "Sundararajan et al. 2017"
 
-    def __init__(self, n_steps: int = 50, baseline: str = "pad"):
-        if n_steps < 1:
-            raise InputError("integrated_gradients needs n_steps >= 1")
-        self.n_steps, self.baseline = n_steps, baseline
+    params = {"n_steps": Param(50, "Gauss-Legendre steps", minimum=1),
+              "baseline": Param("pad", "token the baseline puts in place of every non-special token",
+                                choices=BASELINES)}
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
-        tok = adapter.tokenizer
-        baseline_id = {"pad": tok.pad_token_id, "mask": tok.mask_token_id, "unk": tok.unk_token_id,
-                       "eos": tok.eos_token_id}.get(self.baseline)
+        tok, values = adapter.tokenizer, self.get_params()
+        baseline_id = dict(zip(BASELINES, (tok.pad_token_id, tok.mask_token_id, tok.unk_token_id,
+                                           tok.eos_token_id)))[values["baseline"]]
         if baseline_id is None:
-            raise InputError(f"baseline token '{self.baseline}' is not available for '{adapter.name}': "
-                             "use pad, mask, unk or eos")
-        special = torch.tensor(tok.get_special_tokens_mask(input_ids[0].tolist(), already_has_special_tokens=True),
-                               dtype=torch.bool)
+            raise InputError(f"baseline token '{values['baseline']}' is not available for '{adapter.name}': "
+                             f"use one of {', '.join(BASELINES)} that it has")
+        special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist()))
         baselines = torch.where(special, input_ids[0], baseline_id)[None]
         attributions, delta = LayerIntegratedGradients(forward, layer).attribute(
-            input_ids, baselines=baselines, additional_forward_args=(attention_mask,), n_steps=self.n_steps,
+            input_ids, baselines=baselines, additional_forward_args=(attention_mask,), n_steps=values["n_steps"],
             method="gausslegendre", return_convergence_delta=True)
         return (attributions[0].detach().sum(-1).double().numpy(),
-                {"convergence_delta": float(delta.abs().max()), "n_steps": self.n_steps, "baseline": self.baseline})
+                {"convergence_delta": float(delta.abs().max()), "n_steps": values["n_steps"],
+                 "baseline": values["baseline"]})
 
 
 METHODS.add(IntegratedGradients)

@@ -7,6 +7,6 @@ baseline of Ferrando et al. 2022.
 from attrbench.method import Rollout
 from attrbench.registry import METHODS
 
-METHODS.add(Rollout("norm_rollout", lambda adapter: "atb", "rollout",
+METHODS.add(Rollout("norm_rollout", lambda layout: layout.attention_block, "rollout",
                     "attention-block norm maps, rolled out over layers",
                     "Kobayashi et al. 2021; as a baseline in Ferrando et al. 2022"))

@@ -56,7 +56,7 @@ def test_attribute_ff_attribution_shapley(capsys):
     ig = json.loads(capsys.readouterr().out)
     assert main(args + ["--ff-attribution", "shapley-exact"]) == 0
     shapley = json.loads(capsys.readouterr().out)
-    assert ig["ff_attribution"] == "ig" and shapley["ff_attribution"] == "shapley-exact"
+    assert ig["params"]["ff_attribution"] == "ig" and shapley["params"]["ff_attribution"] == "shapley-exact"
     assert ig["tokens"] == shapley["tokens"] and ig["scores"] != shapley["scores"]
     assert max(abs(a - b) for a, b in zip(ig["scores"], shapley["scores"])) < 0.1
     assert main(["attribute", "--model", "tiny-bert", "--method", "alti", "--text", "a film",

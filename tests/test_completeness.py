@@ -1,4 +1,4 @@
-"""Every scope of every architecture reconstructs the real forward pass (DESIGN.md §1)."""
+"""Every scope of every architecture reconstructs the real forward pass (README "How it works")."""
 import pytest
 import torch
 import transformers as hf

@@ -9,7 +9,8 @@ from scipy.stats import spearmanr
 from attrbench.cli import main
 from attrbench.datasets import examples_for, sample
 from attrbench.errors import InputError, UnknownPluginError
-from attrbench.evaluation import EvalContext, evaluate
+from attrbench.evaluation import EvalContext
+from attrbench.planning import evaluate
 from attrbench.registry import EVALS, METHODS
 
 
@@ -26,7 +27,7 @@ RECORD_KEYS = {"model", "method", "eval", "dataset", "metric", "mean", "std", "n
 
 
 def test_spearman_conventions_and_undefined():
-    from attrbench.evals.faithfulness_corr import spearman
+    from attrbench.stats import spearman
 
     a, b = np.array([1.0, 2.0, 2.0, 4.0]), np.array([1.0, 3.0, 2.0, 5.0])
     assert spearman(a, b, "scipy") == pytest.approx(spearmanr(a, b).statistic)
@@ -53,12 +54,6 @@ def test_faithfulness_on_sst2_classifier(task_models):
     assert by["alti"]["values"][0] == pytest.approx(spearmanr(alti, ref).statistic)
 
 
-def attrbench_cache():
-    from attrbench import evaluation
-
-    return evaluation._ATTRIBUTIONS
-
-
 def test_constant_scores_are_undefined_not_zero(task_models, monkeypatch):
     from attrbench.method import MethodResult
 
@@ -70,8 +65,7 @@ def test_constant_scores_are_undefined_not_zero(task_models, monkeypatch):
         return [MethodResult(r.method, r.model, r.tokens, np.ones_like(r.values), None, r.meta)
                 for r in real(self, adapter, texts, **kw)]
 
-    monkeypatch.setattr(type(method), "run", flat)
-    monkeypatch.setattr("attrbench.evaluation._ATTRIBUTIONS", type(attrbench_cache())())  # no memoised results
+    monkeypatch.setattr(type(method), "run", flat)  # each evaluate() has its own memo: nothing computed before
     record = evaluate(adapter, ["attn_rollout"], ["faithfulness_corr"], "sst2", n=3, progress=False)[0]
     assert record["n"] == 0 and record["n_undefined"] == 3 and record["mean"] is None
 
@@ -142,7 +136,7 @@ def test_mixing_ratio_and_res_ff_norms_by_hand(tiny_models):
 
 
 def test_context_change_is_zero_for_identical_maps():
-    from attrbench.evals.context_change import change
+    from attrbench.stats import map_change as change
 
     rng = np.random.default_rng(0)
     m = rng.random((5, 5))

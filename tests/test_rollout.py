@@ -6,6 +6,8 @@ import torch
 import attrbench
 from attrbench.aggregate import rollout, row_normalise
 from attrbench.errors import InputError
+from attrbench.methods.alti import ALTI_MAP
+from attrbench.methods.globenc import GLOBENC_MAP
 from attrbench.registry import METHODS
 from attrbench.targets import Target
 
@@ -26,7 +28,7 @@ def _alti_by_hand(parts, output):
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-llama"])
 def test_alti_matches_hand_computation(tiny_models, name):
     adapter = tiny_models[(name, "float64")]
-    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=["atb"], derived=["alti"], keep_parts=True)[0]
+    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=["atb"], derived=[ALTI_MAP], keep_parts=True)[0]
     per_layer = []
     for layer, parts in enumerate(dec.parts):
         atb_parts, atb_bias = parts["atb"]
@@ -40,7 +42,7 @@ def test_alti_matches_hand_computation(tiny_models, name):
 
 def test_globenc_is_ln2_of_attention_block(tiny_models):
     adapter = tiny_models[("tiny-bert", "float64")]
-    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=["atb"], derived=["globenc"], keep_parts=True)[0]
+    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=["atb"], derived=[GLOBENC_MAP], keep_parts=True)[0]
     batch = adapter.encode(TEXTS[:1])
     captures = adapter.capture(batch)
     for layer, parts in enumerate(dec.parts):

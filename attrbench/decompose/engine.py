@@ -1,11 +1,7 @@
 """Per-layer decomposition of a real forward pass into every scope of Kobayashi et al. (2024).
 
-Scopes are named after the paper (§4, Fig. 1) and are the engine's hook points, in data-flow order:
-
-    Post-LN (BERT family): attn_w, attn_n, attn_res_n, atb, atb_ff, atb_ff_res, atb_ff_res_ln
-    Pre-LN (GPT-2/OPT/LLaMA): attn_w, attn_n, attn_res_n, atb, atb_ln, atb_ln_ff, atb_ln_ff_res
-
-(For Pre-LN, ``attn_res_n`` equals ``atb`` = RES1∘ATTN∘LN1.) Every scope except ``attn_w`` is a
+Scopes are named after the paper (§4, Fig. 1) and are the engine's hook points, in data-flow order
+(``layout.py``; for Pre-LN, ``attn_res_n`` equals ``atb`` = RES1∘ATTN∘LN1). Every scope except ``attn_w`` is a
 decomposition ``y_i = sum_j F_i(x_j) + b_i`` whose map is ``||F_i(x_j)||``; each is checked against
 the tensor the unmodified model produced at that boundary, and a residual above tolerance raises.
 
@@ -13,10 +9,15 @@ Rows i are processed in chunks so memory stays ~``chunk_bytes``; for causal mode
 j <= i are computed. The FF's first projection is folded onto per-head value vectors
 (``folded_norm_weight``), which leaves ``n^2 d' d`` multiply-adds (the FF output projection of
 every part) as the dominant cost.
+
+Extension points, so a method never edits the engine: how the FF activation is split is a named
+strategy (``ff_split.FF_SPLITS``), and maps computed from a scope's parts (ALTI, GlobEnc) are
+:class:`DerivedMap` plugins defined by their methods. All options travel as one
+:class:`DecomposeOptions`.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Optional, Sequence
 
 import numpy as np
@@ -27,15 +28,10 @@ from ..errors import CompletenessError, InputError
 from ..models.adapter import LayerCapture, TransformerAdapter
 from ..models.spec import LayerSpec
 from . import shapley, stages
+from .ff_split import FF_SPLITS
+from .layout import Layout, layout_for
 
-POST_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ff", "atb_ff_res", "atb_ff_res_ln")
-PRE_LN_SCOPES = ("attn_w", "attn_n", "attn_res_n", "atb", "atb_ln", "atb_ln_ff", "atb_ln_ff_res")
-FF_SCOPES = ("atb_ff", "atb_ff_res", "atb_ff_res_ln", "atb_ln_ff", "atb_ln_ff_res")
 VALUE_BIAS = ("token", "bias")
-# Maps computed from the attention block's parts in the same pass (not decompositions themselves):
-# ALTI's L1 proximity (Ferrando 2022) and GlobEnc's norms through LN2 with the FF left out (Modarressi
-# 2022; for Pre-LN leaving the FF out leaves the attention block, so it equals the atb norms).
-DERIVED_MAPS = ("alti", "globenc")
 TOLERANCE = {torch.float64: 1e-8, torch.float32: 1e-4}
 # float64 runs of models that normalise or softmax in float32 internally are only float32-exact there.
 FLOAT32_INTERNALS_TOLERANCE = 1e-6
@@ -43,12 +39,59 @@ DEFAULT_CHUNK_BYTES = 32 * 2**20
 
 
 def scopes_for(norm_first: bool) -> tuple[str, ...]:
-    return PRE_LN_SCOPES if norm_first else POST_LN_SCOPES
+    return layout_for(norm_first).scopes
+
+
+@dataclass(frozen=True)
+class DecomposeOptions:
+    """Everything a decomposition can be asked for, in one object (``decompose(..., **fields)`` builds it)."""
+
+    scopes: Optional[Sequence[str]] = None  # None: every scope of the model
+    layers: Optional[Sequence[int]] = None  # None: every layer; negative numbers count from the end
+    value_bias: str = "token"  # where b_V goes: each token's part ("token") or the bias ("bias")
+    ff_attribution: str = "ig"  # how the FF activation is split: a name in ff_split.FF_SPLITS
+    shapley_samples: int = 256  # permutations (shapley-sampling) or evaluations (shap's samplers)
+    seed: int = 0  # for the sampled FF splits
+    derived: Sequence["DerivedMap"] = ()  # maps computed from a scope's parts in the same pass
+    keep_parts: bool = False  # hand out every scope's (n, n, d) parts too (memory: n^2 d per scope)
+    truncate: bool = False
+    tolerance: Optional[float] = None  # completeness; default by dtype (see default_tolerance)
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES
+    progress: bool = False
+
+
+@dataclass(frozen=True)
+class ChunkView:
+    """What a derived map sees of one chunk of output rows: the layer, its real tensors and its layout."""
+
+    spec: LayerSpec
+    capture: LayerCapture
+    layout: Layout
+    rows: slice
+
+    def real(self, scope: str) -> torch.Tensor:
+        """The real tensor a scope's parts sum to, for these rows."""
+        return getattr(self.capture, self.layout.boundary(scope))[self.rows]
+
+
+class DerivedMap:
+    """A token-to-token map computed from one scope's parts in the engine's pass (e.g. ALTI, GlobEnc).
+
+    Methods define these next to themselves; the engine only calls them. ``compute`` gets the
+    scope's parts (m, c, d) (input-major: ``parts[j, i]``), its bias (c, d) and a :class:`ChunkView`,
+    and returns the (m, c) map cells ``[j, i]`` for those rows. It must not modify ``parts``.
+    """
+
+    name: str = ""
+    reads: str = "atb"  # the scope whose parts it reads
+
+    def compute(self, parts: torch.Tensor, bias: torch.Tensor, view: ChunkView) -> torch.Tensor:
+        raise NotImplementedError
 
 
 @dataclass
 class LayerDecomposition:
-    maps: dict[str, torch.Tensor]  # scope -> (n, n)
+    maps: dict[str, torch.Tensor]  # scope or derived map -> (n, n)
     residuals: dict[str, float]  # scope -> max relative completeness residual over rows
     parts: dict[str, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)  # (n,n,d), (n,d)
     ff_sampling_se: float = 0.0  # largest standard error of sampled Shapley values (0 when exact)
@@ -78,31 +121,21 @@ class Decomposition:
                 "ff_attribution": self.ff_attribution, "ff_sampling_se": self.ff_sampling_se}
 
 
-def _targets(cap: LayerCapture, norm_first: bool) -> dict[str, torch.Tensor]:
-    """The real tensor each scope's parts must sum to."""
-    if norm_first:
-        return {"attn_n": cap.attn_out, "attn_res_n": cap.ln2_in, "atb": cap.ln2_in, "atb_ln": cap.ln2_out,
-                "atb_ln_ff": cap.ff_out, "atb_ln_ff_res": cap.out}
-    return {"attn_n": cap.attn_out, "attn_res_n": cap.ln1_in, "atb": cap.ln1_out, "atb_ff": cap.ff_out,
-            "atb_ff_res": cap.ln2_in, "atb_ff_res_ln": cap.out}
-
-
 def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *, causal: bool,
-                    value_bias: str = "token", chunk_bytes: int = DEFAULT_CHUNK_BYTES,
-                    keep_parts: bool = False, workspace: stages.Workspace | None = None,
-                    derived: Sequence[str] = (), ff_attribution: str = "ig", shapley_samples: int = 256,
-                    seed: int = 0) -> LayerDecomposition:
+                    options: DecomposeOptions = DecomposeOptions(),
+                    workspace: stages.Workspace | None = None) -> LayerDecomposition:
     """Decompose one layer of one sequence (``cap`` sliced to its n real tokens)."""
     ws = workspace or stages.Workspace()
-    order = scopes_for(spec.norm_first)
-    deepest = max([order.index(s) for s in scopes] + [order.index("atb")] * bool(derived))
+    layout = layout_for(spec.norm_first)
+    order, derived = layout.scopes, list(options.derived)
+    deepest = max(order.index(s) for s in [*scopes, *(d.reads for d in derived)])
     n, d = cap.x.shape
     norm_first, ff = spec.norm_first, spec.ff
-    maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in [*scopes, *derived]}
+    keep_parts = options.keep_parts
+    maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in [*scopes, *(m.name for m in derived)]}
     residuals = {s: 0.0 for s in scopes if s != "attn_w"}
     kept: dict[str, list] = {s: [] for s in residuals} if keep_parts else {}
     sampling_se = 0.0
-    targets = _targets(cap, norm_first)
     if "attn_w" in scopes:
         maps["attn_w"] = cap.attn_probs.mean(0)
     if deepest == 0:
@@ -113,37 +146,37 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     if norm_first:
         ln1_parts = cap.ln1_out if spec.ln1.beta is None else cap.ln1_out - spec.ln1.beta
     attn_in = cap.ln1_out if norm_first else cap.x
-    values, attn_bias = stages.value_vectors(spec, attn_in, value_bias, ln1_parts)
+    values, attn_bias = stages.value_vectors(spec, attn_in, options.value_bias, ln1_parts)
 
     # The norm in front of the FF (Post-LN: LN1, Pre-LN: LN2) with its real scale per token.
     ff_norm = spec.ln2 if norm_first else spec.ln1
     ff_scale = ff_norm.scale(cap.ln2_in if norm_first else cap.ln1_in)
     out_scale = None if norm_first else spec.ln2.scale(cap.ln2_in)
-    want_ff = any(s in FF_SCOPES for s in order[: deepest + 1])
+    want_ff = deepest >= order.index(layout.after_ff)
     if want_ff:
         ff_in = cap.ln2_out if norm_first else cap.ln1_out
         projections = [ff.w_in] + ([ff.up] if ff.gated else [])
         folded = [stages.folded_norm_weight(ff_norm, p) for p in projections]
         per_head_pre = [(values.flatten(0, 1) @ w).view(n, spec.n_heads, -1) for w in folded]  # (n, H, d')
         own_pre = [cap.x @ w for w in folded]  # residual token's share, (n, d')
-        if ff.gated:
-            factors = stages.gated_ig_factors(ff.activation, ff.w_in(ff_in), ff.up(ff_in))
-        else:
-            factors = (stages.ig_share(ff.activation, ff.w_in(ff_in)),)
+        ff_split = FF_SPLITS[options.ff_attribution]
+        prepared = ff_split.prepare(ff, ff_in)
     # Equal row chunks whose widest tensor, (n, rows, d' or d), stays within chunk_bytes.
     width = ff.w_out.weight.shape[0] if want_ff else d
-    rows_max = max(1, min(n, chunk_bytes // max(1, n * width * cap.x.element_size())))
+    rows_max = max(1, min(n, options.chunk_bytes // max(1, n * width * cap.x.element_size())))
     rows_per_chunk = -(-n // -(-n // rows_max))
 
-    def record(scope: str, parts: torch.Tensor, bias: torch.Tensor, r0: int, r1: int) -> None:
-        """Norm map and completeness residual of one chunk of (m, c, d) parts (kept parts are copies,
-        so the stages may overwrite ``parts`` afterwards)."""
+    def record(scope: str, parts: torch.Tensor, bias: torch.Tensor, view: ChunkView) -> None:
+        """Norm map, completeness residual and derived maps of one chunk of (m, c, d) parts (kept parts
+        are copies, so the stages may overwrite ``parts`` afterwards)."""
+        m, (r0, r1) = parts.shape[0], (view.rows.start, view.rows.stop)
+        for derived_map in derived:
+            if derived_map.reads == scope:
+                maps[derived_map.name][r0:r1, :m] = derived_map.compute(parts, bias, view).T
         if scope not in residuals:
             return
-        m = parts.shape[0]
         maps[scope][r0:r1, :m] = torch.linalg.vector_norm(parts, dim=-1).T
-        residuals[scope] = max(residuals[scope],
-                               stages.relative_residual(parts.sum(0), bias, targets[scope][r0:r1]))
+        residuals[scope] = max(residuals[scope], stages.relative_residual(parts.sum(0), bias, view.real(scope)))
         if keep_parts:  # handed out row-major: (i, j, d)
             full = parts.new_zeros(r1 - r0, n, d)
             full[:, :m] = parts.transpose(0, 1)
@@ -152,27 +185,23 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     for r0 in range(0, n, rows_per_chunk):
         r1 = min(n, r0 + rows_per_chunk)
         rows, c = torch.arange(r0, r1), r1 - r0
+        view = ChunkView(spec, cap, layout, slice(r0, r1))
         m = r1 if causal else n  # causal rows see only j <= i
         alpha_t = cap.attn_probs[:, r0:r1, :m].permute(2, 1, 0).contiguous()  # (m, c, H)
         parts = stages.mix_heads(alpha_t, values[:m], out=ws.get("attn", (m, c, d), cap.x))
         bias = attn_bias.expand(c, d)
-        record("attn_n", parts, bias, r0, r1)
+        record("attn_n", parts, bias, view)
         parts = stages.add_to_own_token(parts, rows, cap.x[r0:r1])  # RES1
-        record("attn_res_n", parts, bias, r0, r1)
+        record("attn_res_n", parts, bias, view)
         if norm_first:
             atb, atb_bias = parts, bias
-            record("atb", atb, atb_bias, r0, r1)
+            record("atb", atb, atb_bias, view)
             ff_in_parts, ff_in_bias = stages.norm_parts(atb, atb_bias, spec.ln2, ff_scale[r0:r1])
-            record("atb_ln", ff_in_parts, ff_in_bias, r0, r1)
+            record("atb_ln", ff_in_parts, ff_in_bias, view)
         else:
             atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=True)
-            record("atb", atb, atb_bias, r0, r1)
+            record("atb", atb, atb_bias, view)
             ff_in_bias = atb_bias
-        if "alti" in derived:
-            maps["alti"][r0:r1, :m] = stages.l1_proximity(atb, targets["atb"][r0:r1]).T
-        if "globenc" in derived:
-            enc = atb if norm_first else stages.norm_parts(atb, atb_bias, spec.ln2, out_scale[r0:r1])[0]
-            maps["globenc"][r0:r1, :m] = torch.linalg.vector_norm(enc, dim=-1).T
         if not want_ff:
             continue
         # FF input parts projected through W_in (folded: mixes per-head projections, no n^2 d d').
@@ -181,33 +210,18 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             p = stages.mix_heads(alpha_t, per_head[:m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
             p = stages.add_to_own_token(p, rows, own[r0:r1])
             pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
-        if ff_attribution != "ig":  # Shapley: players are the token parts and the bias
-            players = [torch.cat([p, p_bias[None]]) for p, p_bias in pre]  # (m + 1, c, d')
-            if ff_attribution == "shapley-exact":
-                split = shapley.exact(ff.activation, players)
-            elif ff_attribution == "shapley-sampling":
-                split, se = shapley.sampling(ff.activation, players, shapley_samples, seed)
-                sampling_se = max(sampling_se, float(se.max()))
-            else:
-                split = shapley.with_shap(ff.activation, players, ff_attribution, shapley_samples, seed)
-            act, act_bias = split[:-1], split[-1]
-        elif ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
-            (gate, gate_bias), (up, up_bias) = pre
-            k1, k0 = factors[0][r0:r1], factors[1][r0:r1]
-            act = gate.mul_(k1).add_(up.mul_(k0))
-            act_bias = gate_bias * k1 + up_bias * k0
-        else:  # IG(p_j) = p_j g(S)/S
-            (p, p_bias), share = pre[0], factors[0][r0:r1]
-            act, act_bias = p.mul_(share), p_bias * share
-        ff_parts = torch.mm(act.view(m * c, -1), ff.w_out.weight, out=ws.get("ff", (m * c, d), cap.x)).view(m, c, d)
-        ff_bias = ff.w_out(act_bias)
+        act = ff_split.split(ff, prepared, pre, view.rows, options.shapley_samples, options.seed)
+        sampling_se = max(sampling_se, act.sampling_se)
+        ff_parts = torch.mm(act.parts.view(m * c, -1), ff.w_out.weight,
+                            out=ws.get("ff", (m * c, d), cap.x)).view(m, c, d)
+        ff_bias = ff.w_out(act.bias)
         del act, pre
-        record("atb_ln_ff" if norm_first else "atb_ff", ff_parts, ff_bias, r0, r1)
+        record(layout.after_ff, ff_parts, ff_bias, view)
         res_parts, res_bias = ff_parts.add_(atb), ff_bias + atb_bias  # RES2
-        record("atb_ln_ff_res" if norm_first else "atb_ff_res", res_parts, res_bias, r0, r1)
+        record(layout.after_res2, res_parts, res_bias, view)
         if not norm_first:
             ln_parts, ln_bias = stages.norm_parts(res_parts, res_bias, spec.ln2, out_scale[r0:r1], inplace=True)
-            record("atb_ff_res_ln", ln_parts, ln_bias, r0, r1)
+            record("atb_ff_res_ln", ln_parts, ln_bias, view)
 
     parts_out = {s: (torch.cat([c[0] for c in chunks]), torch.cat([c[1] for c in chunks]))
                  for s, chunks in kept.items()}
@@ -250,33 +264,32 @@ def _check_layers(adapter: TransformerAdapter, layers: Optional[Sequence[int]]) 
     return sorted(set(out))
 
 
-def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
-              scopes: Optional[Sequence[str]] = None, layers: Optional[Sequence[int]] = None,
-              value_bias: str = "token", truncate: bool = False, tolerance: Optional[float] = None,
-              chunk_bytes: int = DEFAULT_CHUNK_BYTES, keep_parts: bool = False,
-              derived: Sequence[str] = (), ff_attribution: str = "ig", shapley_samples: int = 256,
-              seed: int = 0, progress: bool = False) -> list[Decomposition]:
+def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str,
+              options: Optional[DecomposeOptions] = None, **fields) -> list[Decomposition]:
     """Decompose every requested layer of every text (batched forward; padding masked out).
 
+    ``options`` (a :class:`DecomposeOptions`), with any of its fields overridden by keyword.
     Raises :class:`CompletenessError` (and returns nothing) if any scope's parts do not sum to the
-    real forward pass within ``tolerance`` (default 1e-8 for float64, 1e-4 for float32).
+    real forward pass within the tolerance (default 1e-8 for float64, 1e-4 for float32).
     """
-    if value_bias not in VALUE_BIAS:
-        raise InputError(f"value_bias '{value_bias}' is not known: use 'token' or 'bias'")
-    scopes = _check_scopes(adapter, scopes)
-    layers = _check_layers(adapter, layers)
-    unknown = set(derived) - set(DERIVED_MAPS)
-    if unknown:
-        raise InputError(f"unknown derived map(s) {', '.join(sorted(unknown))}; known: {', '.join(DERIVED_MAPS)}")
-    tol = tolerance if tolerance is not None else default_tolerance(adapter)
-    if ff_attribution not in shapley.FF_ATTRIBUTIONS:
-        raise InputError(f"ff_attribution '{ff_attribution}' is not known; use {', '.join(shapley.FF_ATTRIBUTIONS)}")
-    batch = adapter.encode(texts, truncate=truncate)
-    if any(s in FF_SCOPES for s in scopes):
-        shapley.check_players(ff_attribution, max(batch.lengths) + 1)
+    options = replace(options or DecomposeOptions(), **fields)
+    if options.value_bias not in VALUE_BIAS:
+        raise InputError(f"value_bias '{options.value_bias}' is not known: use 'token' or 'bias'")
+    scopes = _check_scopes(adapter, options.scopes)
+    layers = _check_layers(adapter, options.layers)
+    for derived_map in options.derived:
+        if not isinstance(derived_map, DerivedMap) or derived_map.reads not in scopes_for(adapter.norm_first):
+            raise InputError(f"derived map {derived_map!r} is not a DerivedMap reading a scope of '{adapter.name}'")
+    tol = options.tolerance if options.tolerance is not None else default_tolerance(adapter)
+    if options.ff_attribution not in FF_SPLITS:
+        raise InputError(f"ff_attribution '{options.ff_attribution}' is not known; use {', '.join(FF_SPLITS)}")
+    batch = adapter.encode(texts, truncate=options.truncate)
+    if any(s in layout_for(adapter.norm_first).ff_scopes for s in scopes):
+        shapley.check_players(options.ff_attribution, max(batch.lengths) + 1)
     captures = adapter.capture(batch)
     results = []
-    steps = tqdm(total=len(batch.lengths) * len(layers), desc="decompose", disable=not progress, unit="layer")
+    steps = tqdm(total=len(batch.lengths) * len(layers), desc="decompose", disable=not options.progress,
+                 unit="layer")
     workspace = stages.Workspace()
     with torch.no_grad():
         for b, n in enumerate(batch.lengths):
@@ -284,10 +297,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
             for layer in layers:
                 cap = captures[layer].sequence(b, n)
                 per_layer.append(decompose_layer(adapter.layers[layer], cap, scopes, causal=adapter.causal,
-                                                 value_bias=value_bias, chunk_bytes=chunk_bytes,
-                                                 keep_parts=keep_parts, workspace=workspace, derived=derived,
-                                                 ff_attribution=ff_attribution, shapley_samples=shapley_samples,
-                                                 seed=seed))
+                                                 options=options, workspace=workspace))
                 steps.update()
                 for scope, res in per_layer[-1].residuals.items():
                     if not res <= tol:
@@ -295,14 +305,15 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                             f"scope '{scope}' of layer {layer} misses the real forward pass by {res:.2e} "
                             f"(relative, tolerance {tol:.0e}); this is a bug in attrbench's support for "
                             f"'{adapter.model.config.model_type}': please report it")
+            sampled = options.ff_attribution == "shapley-sampling"
             results.append(Decomposition(
                 model=adapter.name, tokens=batch.tokens[b], layers=layers,
-                maps={s: torch.stack([p.maps[s] for p in per_layer]).numpy() for s in [*scopes, *derived]},
+                maps={s: torch.stack([p.maps[s] for p in per_layer]).numpy() for s in per_layer[0].maps},
                 residuals={s: max(p.residuals[s] for p in per_layer) for s in scopes if s != "attn_w"},
-                value_bias=value_bias, dtype=str(adapter.dtype).replace("torch.", ""),
+                value_bias=options.value_bias, dtype=str(adapter.dtype).replace("torch.", ""),
                 input_ids=batch.input_ids[b, :n].tolist(), truncated=batch.truncated[b],
-                ff_attribution=ff_attribution,
-                ff_sampling_se=max(p.ff_sampling_se for p in per_layer) if ff_attribution == "shapley-sampling" else None,
-                parts=[p.parts for p in per_layer] if keep_parts else None))
+                ff_attribution=options.ff_attribution,
+                ff_sampling_se=max(p.ff_sampling_se for p in per_layer) if sampled else None,
+                parts=[p.parts for p in per_layer] if options.keep_parts else None))
     steps.close()
     return results

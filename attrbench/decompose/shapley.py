@@ -30,9 +30,6 @@ import torch
 from ..errors import InputError
 
 MAX_EXACT_PLAYERS = 16
-OWN_ENGINES = ("shapley-exact", "shapley-sampling")
-SHAP_ENGINES = ("shap-exact", "shap-permutation", "shapley-kernel")
-FF_ATTRIBUTIONS = ("ig",) + OWN_ENGINES + SHAP_ENGINES
 # coalition values per step: 4 MB in float32 stays in cache between the activation and the weight
 # contraction (16 MB steps ran 1.5x slower end to end at 16 players)
 _CHUNK_VALUES = 2**20

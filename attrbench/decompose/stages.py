@@ -4,7 +4,7 @@ A decomposition of rows ``i`` (a chunk of c output tokens) is ``parts`` (m, c, d
 input-major, ``parts[j, i]`` is the vector ``F_i(x_j)`` that input token ``j`` contributes, so the
 batched head mixing writes exactly the layout the FF projection reads, with no copy — plus
 ``bias`` (c, d), with ``y_i = sum_j parts[j, i] + bias[i]`` (completeness). References: Kobayashi et al. 2020/2021/2024,
-Ferrando et al. 2022; the derivations are in docs/DESIGN.md §2.
+Ferrando et al. 2022; the derivations are in the README's "How it works" and in each docstring.
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from ..models.spec import LayerSpec, Linear, NormSpec
+from ..numeric import safe_divide
 
 
 def value_vectors(spec: LayerSpec, attn_in: torch.Tensor, value_bias: str,
@@ -100,7 +101,7 @@ def folded_norm_weight(norm: NormSpec, linear: Linear) -> torch.Tensor:
     """``W' = C diag(gamma) W`` so that ``norm_part(z) @ W = (z @ W') / s`` (C centres for LayerNorm).
 
     Lets the FF's first projection act on the n per-head value vectors once, instead of on all
-    n^2 parts (DESIGN.md §3).
+    n^2 parts: ``n H d d' + n^2 H d'`` multiply-adds instead of ``n^2 d d'``.
     """
     w = linear.weight if norm.gamma is None else norm.gamma[:, None] * linear.weight
     return w - w.mean(0, keepdim=True) if norm.kind == "layer" else w
@@ -163,11 +164,13 @@ def l1_proximity(parts: torch.Tensor, output: torch.Tensor) -> torch.Tensor:
     ``C_ij = max(0, ||y_i||_1 - ||y_i - T_i(x_j)||_1) / sum_k (same)``; returned as (m, c).
     """
     proximity = (output.abs().sum(-1) - (output - parts).abs().sum(-1)).clamp_min_(0)
-    return proximity / proximity.sum(0).clamp_min(torch.finfo(parts.dtype).tiny)
+    return safe_divide(proximity, proximity.sum(0))
 
 
 def relative_residual(parts_sum: torch.Tensor, bias: torch.Tensor, real: torch.Tensor) -> float:
-    """max_i ||sum_j parts + bias - y_i|| / ||y_i||: how far the decomposition is from the forward."""
+    """max_i ||sum_j parts + bias - y_i|| / ||y_i||: how far the decomposition is from the forward.
+
+    Not a safe division: an error against an all-zero output must show as huge, never as 0."""
     err = torch.linalg.vector_norm(parts_sum + bias - real, dim=-1)
     ref = torch.linalg.vector_norm(real, dim=-1).clamp_min(torch.finfo(real.dtype).tiny)
     return float((err / ref).max())

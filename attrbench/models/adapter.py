@@ -103,6 +103,11 @@ class TransformerAdapter:
         return self.architecture.causal
 
     @property
+    def final_norm(self) -> Optional[nn.Module]:
+        """The norm after the last layer (Pre-LN decoders), or None."""
+        return self.architecture.final_norm(self.model.base_model)
+
+    @property
     def n_layers(self) -> int:
         return len(self.layers)
 

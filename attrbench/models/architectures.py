@@ -117,17 +117,19 @@ class Architecture:
     read_layers: Callable
     causal: bool
     float32_internals: str = ""  # what the HF model computes in float32 even when run in float64
+    final_norm: Callable = lambda base: None  # the norm after the last layer (Pre-LN decoders), or None
 
 
 _LLAMA = Architecture("Pre-LN decoder, RMSNorm, SwiGLU, GQA, RoPE", _llama_layers, causal=True,
-                      float32_internals="RMSNorm and softmax")
+                      float32_internals="RMSNorm and softmax", final_norm=lambda base: base.norm)
 ARCHITECTURES: dict[str, Architecture] = {
     "bert": Architecture("Post-LN encoder", _bert_layers, causal=False),
     "roberta": Architecture("Post-LN encoder", _bert_layers, causal=False),
     "distilbert": Architecture("Post-LN encoder", _distilbert_layers, causal=False),
-    "gpt2": Architecture("Pre-LN decoder, LayerNorm", _gpt2_layers, causal=True),
+    "gpt2": Architecture("Pre-LN decoder, LayerNorm", _gpt2_layers, causal=True, final_norm=lambda base: base.ln_f),
     "opt": Architecture("Pre-LN decoder, LayerNorm (Post-LN if do_layer_norm_before=False)", _opt_layers,
-                        causal=True, float32_internals="softmax"),
+                        causal=True, float32_internals="softmax",
+                        final_norm=lambda base: base.decoder.final_layer_norm),
     "llama": _LLAMA,
     "mistral": _LLAMA,
     "qwen2": _LLAMA,

@@ -1,4 +1,4 @@
-"""Task models trained here, because no SST-2 classifier or masked-LM head can be downloaded (DESIGN.md §6).
+"""Task models trained here, because no SST-2 classifier or masked-LM head can be downloaded (README "Task models").
 
 - ``minilm-l6-sst2``: MiniLM-L6 with a [CLS] classification head (``BertForSequenceClassification``),
   fine-tuned on a seeded 45k-phrase sample of SST-2 train (word embeddings frozen, length-bucketed

@@ -1,0 +1,94 @@
+"""How the FF activation is split over the tokens: a table of named strategies.
+
+Each strategy turns the per-token parts of the FF pre-activation (and the bias part) into parts of
+the activation output whose sum is the real activation (so completeness holds). ``prepare`` runs
+once per layer on the real FF input; ``split`` runs per chunk of output rows.
+
+- ``ig``: exact zero-baseline Integrated Gradients in closed form (Kobayashi et al. 2024 used
+  captum's IG; README "How it works"): ``IG_j = p_j g(s)/s`` for a plain FF, and for a gated one
+  ``a_j S_c I1 + c_j I0`` with two shared 1-D integrals per element.
+- ``shapley-exact``, ``shapley-sampling`` (ours) and ``shap-exact``, ``shap-permutation``,
+  ``shapley-kernel`` (the shap library): Shapley values with the token parts and the bias as
+  players (Kobayashi et al. 2024, App. E); see ``shapley.py``.
+
+A new split (e.g. DecompX's linear approximation) is one more entry in ``FF_SPLITS``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+from . import shapley, stages
+
+# (parts (m, c, d'), bias (c, d')) of each projection: [gate, up] for a gated FF, [w_in] otherwise
+Projected = list[tuple[torch.Tensor, torch.Tensor]]
+
+
+@dataclass(frozen=True)
+class Split:
+    """The activation's parts (m, c, d'), its bias part (c, d') and the largest sampling s.e. (0 if exact)."""
+
+    parts: torch.Tensor
+    bias: torch.Tensor
+    sampling_se: float = 0.0
+
+
+class IntegratedGradientsSplit:
+    name = "ig"
+
+    def prepare(self, ff, ff_in: torch.Tensor):
+        if ff.gated:
+            return stages.gated_ig_factors(ff.activation, ff.w_in(ff_in), ff.up(ff_in))
+        return (stages.ig_share(ff.activation, ff.w_in(ff_in)),)
+
+    def split(self, ff, factors, pre: Projected, rows: slice, samples: int, seed: int) -> Split:
+        if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
+            (gate, gate_bias), (up, up_bias) = pre
+            k1, k0 = factors[0][rows], factors[1][rows]
+            return Split(gate.mul_(k1).add_(up.mul_(k0)), gate_bias * k1 + up_bias * k0)
+        (p, p_bias), share = pre[0], factors[0][rows]  # IG(p_j) = p_j g(S)/S
+        return Split(p.mul_(share), p_bias * share)
+
+
+@dataclass(frozen=True)
+class ShapleySplit:
+    """Players: the token parts and the bias; ``engine(activation, players, samples, seed)``."""
+
+    name: str
+    engine: Callable
+
+    def prepare(self, ff, ff_in: torch.Tensor):
+        return None
+
+    def split(self, ff, prepared, pre: Projected, rows: slice, samples: int, seed: int) -> Split:
+        players = [torch.cat([p, p_bias[None]]) for p, p_bias in pre]  # (m + 1, c, d')
+        values, se = self.engine(ff.activation, players, samples, seed)
+        return Split(values[:-1], values[-1], se)
+
+
+def _exact(activation, players, samples, seed):
+    return shapley.exact(activation, players), 0.0
+
+
+def _sampling(activation, players, samples, seed):
+    values, se = shapley.sampling(activation, players, samples, seed)
+    return values, float(se.max())
+
+
+def _with_shap(engine: str):
+    def run(activation, players, samples, seed):
+        return shapley.with_shap(activation, players, engine, samples, seed), 0.0
+    return run
+
+
+FF_SPLITS = {
+    "ig": IntegratedGradientsSplit(),
+    "shapley-exact": ShapleySplit("shapley-exact", _exact),
+    "shapley-sampling": ShapleySplit("shapley-sampling", _sampling),
+    "shap-exact": ShapleySplit("shap-exact", _with_shap("shap-exact")),
+    "shap-permutation": ShapleySplit("shap-permutation", _with_shap("shap-permutation")),
+    "shapley-kernel": ShapleySplit("shapley-kernel", _with_shap("shapley-kernel")),
+}
+FF_ATTRIBUTIONS = tuple(FF_SPLITS)

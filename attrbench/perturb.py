@@ -1,0 +1,50 @@
+"""Perturb-then-read: the target's probability on perturbed token-id sequences, one helper for all.
+
+Used by the erasure methods (blank-out) and the erasure evaluations (comprehensiveness and
+sufficiency). Perturbations stay in token-id space (never decoded and re-tokenised), the target is
+fixed on the unperturbed text (its predicted class or token), and each sequence is read at the row
+the caller gives (deletions move the explained row; replacements do not).
+"""
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from .models.adapter import pad_ids
+from .targets import ResolvedTarget, Target, resolve
+
+
+@torch.no_grad()
+def resolved_target(adapter, target: str | Target, input_ids: list[int]) -> tuple[Target, ResolvedTarget]:
+    """A target made concrete on the unperturbed text (predicted classes and tokens are fixed here)."""
+    target = target if isinstance(target, Target) else Target.parse(target)
+    ids = torch.tensor([input_ids])
+    logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+    return target, resolve(adapter, input_ids, target, logits)
+
+
+@torch.no_grad()
+def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[Sequence[int]],
+                         rows: Sequence[int], batch_size: int = 64) -> np.ndarray:
+    """p(explained class/token) of each sequence read at ``rows[k]``, in float64: (len(sequences),).
+
+    Sequences go through the model in length-sorted, right-padded batches of ``batch_size``.
+    """
+    out = np.zeros(len(sequences))
+    order = np.argsort([len(s) for s in sequences], kind="stable")
+    for k in range(0, len(order), batch_size):
+        chunk = order[k:k + batch_size]
+        ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
+        logits = adapter.model(input_ids=ids, attention_mask=mask).logits.double()
+        for b, i in enumerate(chunk):
+            at_row = ResolvedTarget(resolved.head, int(rows[i]), resolved.index, resolved.contrast_index)
+            out[i] = float(at_row.probability(logits[b:b + 1])[0])
+    return out
+
+
+def ceil_count(percent: float, m: int) -> int:
+    """How many of m tokens a bin of ``percent`` % holds: ceil(percent m / 100), at least 1, at most m."""
+    return min(m, max(1, math.ceil(percent * m / 100)))

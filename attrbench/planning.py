@@ -1,0 +1,216 @@
+"""One planner for ``attrbench eval``, ``attrbench run`` and ``attrbench score``, and the run context.
+
+A unit is (model, dataset, evaluation with its parameters, method with its parameters, shard of
+examples). :func:`plan_units` makes the units of one (model, dataset) from the evaluations, the
+methods and the sampled examples, checking every pairing before any work: a method is given to
+each evaluation that takes it (token-to-token maps only to those that take maps), a named method
+that none of them takes is an error, and so is an evaluation left without methods.
+
+:class:`RunContext` is one process's view of a run and owns its caches: loaded models, each
+dataset's examples, and the memoised attributions that the evaluations of a run share (keyed by
+model, dtype, method with parameters, text and target; methods are deterministic, a conformance
+check). :meth:`RunContext.run_unit` computes one unit; the local executor, Ray workers and
+``evaluate`` all go through it.
+"""
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Optional, Sequence
+
+from tqdm.auto import tqdm
+
+from .datasets import Example
+from .errors import InputError
+from .evaluation import EvalContext, Evaluation
+from .method import Method, MethodResult
+from .params import params_key
+
+
+@dataclass(frozen=True)
+class Unit:
+    model: str
+    dataset: str
+    split: Optional[str]  # None: the dataset's default split
+    eval: str
+    eval_params: tuple  # sorted (name, value) pairs
+    method: str  # "-" for analyses
+    method_params: tuple
+    shard: int
+    example_ids: tuple[str, ...]
+
+    @property
+    def key(self) -> str:
+        """Every input of the unit's result except the examples, which the run's config fixes."""
+        return "|".join([self.model, f"{self.dataset}:{self.split or 'default'}",
+                         params_key(self.eval, dict(self.eval_params)),
+                         params_key(self.method, dict(self.method_params)), str(self.shard)])
+
+    def as_dict(self) -> dict:
+        return {"model": self.model, "dataset": self.dataset, "split": self.split, "eval": self.eval,
+                "eval_params": dict(self.eval_params), "method": self.method,
+                "method_params": dict(self.method_params), "shard": self.shard, "example_ids": list(self.example_ids)}
+
+    @classmethod
+    def from_dict(cls, unit: dict) -> "Unit":
+        return cls(unit["model"], unit["dataset"], unit["split"], unit["eval"], _pairs(unit["eval_params"]),
+                   unit["method"], _pairs(unit["method_params"]), unit["shard"], tuple(unit["example_ids"]))
+
+
+def _pairs(params: dict) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] = None) -> tuple[list[Method], bool]:
+    """The methods named, each with its parameters from ``params[name]``, and whether they were named:
+    ``"all"`` is every registered method the model supports."""
+    from .registry import METHODS
+
+    if names == "all" or list(names) == ["all"]:
+        chosen = [m for m in METHODS.all() if m.supports(adapter) is None]
+        return [m.with_params(**(params or {}).get(m.name, {})) for m in chosen], False
+    return configured(METHODS, names, params), True
+
+
+def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence[Method], named: bool,
+                   dataset: str) -> list[tuple[Evaluation, list[Method]]]:
+    """Each evaluation with the methods it takes; every pairing is checked here, before any work."""
+    if not evaluations:
+        raise InputError("no evaluation given; see `attrbench evals`")
+    scoring = [e for e in evaluations if e.needs_methods]
+    if named and methods and not scoring:
+        raise InputError(f"{', '.join(e.name for e in evaluations)} analyse(s) the model itself and take(s) no --method")
+    for method in methods if named else ():
+        if not any(e.takes(method) for e in scoring):
+            scoring[0].check(adapter, [method], EvalContext(dataset))  # raises, naming why
+    plans = []
+    for evaluation in evaluations:
+        given = [m for m in methods if evaluation.takes(m)] if evaluation.needs_methods else []
+        evaluation.check(adapter, given, EvalContext(dataset))
+        plans.append((evaluation, given))
+    return plans
+
+
+def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequence[Evaluation],
+               methods: Sequence[Method], named: bool, example_ids: Sequence[str],
+               shard_size: Optional[int] = None) -> list[Unit]:
+    """The units of one (model, dataset): analyses one unit each, scored methods in shards of examples."""
+    ids = tuple(example_ids)
+    size = shard_size or max(1, len(ids))
+    units = []
+    for evaluation, given in assign_methods(adapter, evaluations, methods, named, dataset):
+        common = dict(model=adapter.name, dataset=dataset, split=split, eval=evaluation.name,
+                      eval_params=_pairs(evaluation.get_params()))
+        if not evaluation.needs_methods:
+            units.append(Unit(**common, method="-", method_params=(), shard=0, example_ids=ids))
+            continue
+        for method in given:
+            for shard in range(math.ceil(len(ids) / size)):
+                units.append(Unit(**common, method=method.name, method_params=_pairs(method.get_params()),
+                                  shard=shard, example_ids=ids[shard * size:(shard + 1) * size]))
+    return units
+
+
+class RunContext:
+    """One process's models, examples and memoised attributions (see the module docstring)."""
+
+    def __init__(self, dtype: str = "float32", data_dir=None, cache_size: int = 20_000):
+        self.dtype, self.data_dir, self.cache_size = dtype, data_dir, cache_size
+        self._adapters: dict[str, object] = {}
+        self._examples: dict[tuple, tuple[list[Example], dict]] = {}
+        self._attributions: "OrderedDict[tuple, MethodResult]" = OrderedDict()
+        self._local_methods: dict[str, Method] = {}
+
+    # -- what units refer to by name ------------------------------------------------------------
+    def add_adapter(self, adapter) -> None:
+        """A model loaded by the caller (CLI, Python API), used for units that name it."""
+        self._adapters[adapter.name] = adapter
+
+    def adapter(self, name: str):
+        if name not in self._adapters:
+            from .models import load_model
+
+            self._adapters[name] = load_model(name, dtype=self.dtype)
+        return self._adapters[name]
+
+    def examples(self, adapter, dataset: str, split: Optional[str]) -> tuple[list[Example], dict]:
+        """A dataset's examples as a model reads them, read and tokenised once per context."""
+        from .datasets import examples_for
+
+        key = (adapter.name, str(adapter.dtype), dataset, split)
+        if key not in self._examples:
+            self._examples[key] = examples_for(adapter, dataset, split, self.data_dir)
+        return self._examples[key]
+
+    def add_method(self, method: Method) -> None:
+        """A method that is not in the registry (e.g. external attributions), found by name in units."""
+        self._local_methods[method.name] = method
+
+    def method(self, name: str, params: dict) -> Method:
+        from .registry import METHODS
+
+        method = self._local_methods.get(name) or METHODS.get(name)
+        return method.with_params(**params)
+
+    @staticmethod
+    def evaluation(name: str, params: dict) -> Evaluation:
+        from .registry import EVALS
+
+        return EVALS.get(name).with_params(**params)
+
+    # -- work -----------------------------------------------------------------------------------
+    def attributions(self, adapter, method: Method, examples: Sequence[Example], progress: bool = False,
+                     desc: str = "") -> list[MethodResult]:
+        """One method's input attributions for each example's own target (memoised)."""
+        results = []
+        for e in tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False):
+            key = (adapter.name, str(adapter.dtype), method.key, e.text, e.target)
+            if key not in self._attributions:
+                self._attributions[key] = method(adapter, [e.text], target=e.target)[0]
+                if len(self._attributions) > self.cache_size:
+                    self._attributions.popitem(last=False)
+            results.append(self._attributions[key])
+        return results
+
+    def run_unit(self, unit: Unit, seed: int, progress: bool = False) -> list[dict]:
+        """Compute one unit: its records."""
+        adapter = self.adapter(unit.model)
+        examples, notes = self.examples(adapter, unit.dataset, unit.split)
+        by_id = {e.id: e for e in examples}
+        chosen = [by_id[i] for i in unit.example_ids]
+        evaluation = self.evaluation(unit.eval, dict(unit.eval_params))
+        methods = [] if unit.method == "-" else [self.method(unit.method, dict(unit.method_params))]
+        context = EvalContext(unit.dataset, seed, progress, {**notes, "sample_size": len(chosen),
+                                                             "dataset_size": len(examples)}, run=self)
+        return evaluation(adapter, methods, chosen, context)
+
+
+def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
+    """Registered plugins by name, each with its parameters from ``params[name]`` and those of
+    ``shared`` (e.g. a CLI option) that it declares."""
+    out = []
+    for name in names:
+        plugin = plugins.get(name)
+        values = {k: v for k, v in (shared or {}).items() if k in plugin.params}
+        out.append(plugin.with_params(**values, **(params or {}).get(name, {})))
+    return out
+
+
+def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[str], dataset: str, *,
+             n: Optional[int] = 500, seed: int = 0, split: Optional[str] = None, rank: Optional[str] = None,
+             data_dir=None, progress: bool = True, method_params: Optional[dict] = None,
+             eval_params: Optional[dict] = None) -> list[dict]:
+    """Run evaluations on a seeded sample of a dataset (``attrbench eval``); every check is made before
+    any work starts. ``rank`` sets the Spearman convention of the evaluations that have one."""
+    from .datasets import sample
+    from .registry import EVALS
+
+    context = RunContext(str(adapter.dtype).replace("torch.", ""), data_dir)
+    context.add_adapter(adapter)
+    evals = configured(EVALS, eval_names, eval_params, {} if rank is None else {"rank": rank})
+    methods, named = select_methods(adapter, method_names, method_params)
+    examples, _ = context.examples(adapter, dataset, split)
+    chosen = sample(examples, n, seed)
+    units = plan_units(adapter, dataset, split, evals, methods, named, [e.id for e in chosen])
+    return [record for unit in units for record in context.run_unit(unit, seed, progress)]

@@ -1,0 +1,79 @@
+"""The run's documents: ``leaderboard.md`` and a self-contained ``report.html`` with figures.
+
+Both are generated from the run's store only (``attrbench report RUN_DIR``), so a report can be
+rebuilt anywhere. An incomplete run raises instead of producing a report that looks complete.
+Published numbers of the source papers are shown beside ours where they exist, marked as from
+their (different) models.
+"""
+from __future__ import annotations
+
+import base64
+import html
+from pathlib import Path
+
+from ..results import write_atomic
+from ..runs import collect
+from .figures import make_figures
+from .tables import leaderboard_tables, markdown_table
+
+
+def _provenance_lines(meta: dict) -> list[str]:
+    config, versions = meta["config"], meta.get("versions") or {}
+    lines = [f"- config `{config['name']}` (sha256 {meta['config_hash'][:12]}…), seed {config['seed']}, "
+             f"dtype {config['dtype']}, {meta['unit_count']} units, executor {meta.get('executor')}",
+             f"- started {meta.get('started')}, finished {meta.get('finished')}",
+             "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    return lines + [model_line(name, model) for name, model in (meta.get("models") or {}).items()]
+
+
+def model_line(name: str, model: dict) -> str:
+    """A model's provenance: its weights' hash; for a task model also the base model's and its training."""
+    own, base = model.get("loaded_weights_sha256") or {}, model.get("weights_sha256")
+    line = f"- model `{name}`: {model.get('model_source')}"
+    if own:  # task models and local folders: the weights as loaded, then the zoo model they came from
+        line += ", weights sha256 " + ", ".join(f"{sha[:12]}…" for sha in own.values())
+        line += f" (base model {base[:12]}…)" if base else ""
+    elif base:
+        line += f", weights sha256 {base[:12]}…"
+    training = model.get("training")
+    if training:
+        accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
+        line += f"; trained locally {training.get('built')}, accuracy {accuracy:.3f}"
+    return line
+
+
+def write_report(run_dir: str | Path) -> dict:
+    """Write ``leaderboard.md``, ``report.html`` and ``figures/`` into the run folder."""
+    run_dir = Path(run_dir)
+    records, meta = collect(run_dir)
+    tables = leaderboard_tables(records)
+    figures = make_figures(records, run_dir / "figures")
+    md = [f"# attrbench leaderboard: {meta['config']['name']}", "", *_provenance_lines(meta), "",
+          "Values are mean ± std over examples. Published numbers are from the papers' own models (BERT-base "
+          "family, GPT-2), not from these models: they are context, not a comparison.", ""]
+    for title, frame, note in tables:
+        md += [f"## {title}", "", f"_{note}_", "", markdown_table(frame), ""]
+    md += ["## Figures", ""] + [f"![{t}](figures/{p.name})" for t, p in figures]
+    write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
+    body = [f"<h1>attrbench leaderboard: {html.escape(meta['config']['name'])}</h1>",
+            "<ul>" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in _provenance_lines(meta)) + "</ul>",
+            "<p>Values are mean ± std over examples. Published numbers are from the papers' own models "
+            "(BERT-base family, GPT-2), not from these models.</p>"]
+    for title, frame, note in tables:
+        body += [f"<h2>{html.escape(title)}</h2>", f"<p><em>{html.escape(note)}</em></p>",
+                 frame.to_html(index=False, classes="leaderboard", border=0, na_rep="")]
+    body.append("<h2>Figures</h2>")
+    for title, path in figures:
+        data = base64.b64encode(path.read_bytes()).decode()
+        body.append(f"<figure><img alt=\"{html.escape(title)}\" src=\"data:image/png;base64,{data}\">"
+                    f"<figcaption>{html.escape(title)}</figcaption></figure>")
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
+             "table.leaderboard{border-collapse:collapse;margin-bottom:1em;font-size:13px}"
+             "table.leaderboard td,table.leaderboard th{border:1px solid #ccc;padding:3px 8px}"
+             "img{max-width:100%}figure{margin:1em 0}")
+    page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>attrbench: "
+            f"{html.escape(meta['config']['name'])}</title><style>{style}</style></head><body>"
+            + "\n".join(body) + "</body></html>")
+    write_atomic(run_dir / "report.html", page)
+    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "tables": len(tables),
+            "figures": len(figures)}

@@ -1,0 +1,109 @@
+"""The report's figures: a table of named kinds that evaluations ask for (``Evaluation.figures``).
+
+Each kind is ``kind(group, folder, stem, title) -> [(caption, path)]`` over the records of one
+(model, dataset, evaluation). A new kind is one more entry in ``FIGURES``.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..decompose import Decomposition
+from ..plot import plot_maps, save_figure
+
+
+def _label(record: dict) -> str:
+    return record.get("label") or record["method"]
+
+
+def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
+    """Per metric, mean ± std per method (or view), with published values as diamonds."""
+    import matplotlib.pyplot as plt
+
+    metrics = list(dict.fromkeys(r["metric"] for r in group))
+    height = 0.35 * len({_label(r) for r in group}) + 1.6
+    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), height), squeeze=False)
+    for ax, metric in zip(axes[0], metrics):
+        rows = sorted((r for r in group if r["metric"] == metric and r["mean"] is not None), key=lambda r: r["mean"])
+        ax.barh([_label(r) for r in rows], [r["mean"] for r in rows], xerr=[r["std"] for r in rows],
+                color="#4c72b0", ecolor="#555", capsize=3)
+        published = [(_label(r), r["published"]) for r in rows if r.get("published")]
+        if published:
+            sources = ", ".join(dict.fromkeys(p["source"] for _, p in published))
+            ax.scatter([p["value"] for _, p in published], [name for name, _ in published], marker="D",
+                       color="#c44e52", zorder=3, label=f"published: {sources}")
+            ax.legend(fontsize=7, loc="lower right")
+        ax.set_title(metric, fontsize=9)
+        ax.tick_params(labelsize=8)
+    return [(title, save_figure(fig, folder / f"{stem}.png", title))]
+
+
+def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
+    """Seconds per example against sequence length, one line per method (records with per-example rows)."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for r in group:
+        rows = r.get("per_example") or []
+        if not rows or not isinstance(rows[0], dict) or "seconds" not in rows[0] or r["metric"] != "seconds_per_example":
+            continue
+        rows = sorted(rows, key=lambda x: x["n_tokens"])
+        ax.plot([x["n_tokens"] for x in rows], [x["seconds"] for x in rows], "o-", ms=3, lw=0.8, label=r["method"])
+    ax.set_yscale("log")
+    ax.set_xlabel("sequence length n (tokens)")
+    ax.set_ylabel("seconds per example")
+    ax.legend(fontsize=6, ncol=2)
+    caption = f"{title} (cost vs n)"
+    return [(caption, save_figure(fig, folder / f"{stem}-cost.png", title))]
+
+
+def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
+    """One line per record with a flat ``per_layer`` list."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for r in group:
+        layers = r.get("per_layer")
+        if not isinstance(layers, list) or not layers or isinstance(layers[0], (list, dict)):
+            continue
+        ax.plot(range(len(layers)), [np.nan if v is None else v for v in layers], "o-", ms=3, label=r["metric"])
+    ax.set_xlabel("layer")
+    ax.legend(fontsize=7)
+    return [(f"{title} (per layer)", save_figure(fig, folder / f"{stem}.png", title))]
+
+
+def heatmaps(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
+    """Side-by-side maps of the kept examples (``examples_kept``: tokens, layers, maps, series)."""
+    out = []
+    for record in group:
+        for k, kept in enumerate(record.get("examples_kept", [])):
+            series = kept["series"]
+            dec = Decomposition(model=record["model"], tokens=kept["tokens"], layers=kept["layers"],
+                                maps={s: np.array(kept["maps"][s]) for s in series}, residuals=kept["residuals"],
+                                value_bias=kept["value_bias"], dtype=kept["dtype"])
+            for layer in kept["layers"]:
+                path = plot_maps(dec, folder / f"{stem}-ex{k}-layer{layer}.png", layer=layer,
+                                 title=f"{record['model']} — {kept['id']} — layer {layer}: " + " → ".join(series))
+                out.append((title, path))
+    return out
+
+
+FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}
+
+
+def make_figures(records: list[dict], folder: Path) -> list[tuple[str, Path]]:
+    """Every figure the evaluations of these records ask for."""
+    from ..errors import InputError
+    from ..registry import EVALS
+    from .tables import groups
+
+    folder.mkdir(parents=True, exist_ok=True)
+    figures = []
+    for (model, dataset, eval_name), group in groups(records).items():
+        stem = f"{model}-{dataset}-{eval_name}".replace("/", "_")
+        for kind in EVALS.get(eval_name).figures:
+            if kind not in FIGURES:
+                raise InputError(f"evaluation '{eval_name}' asks for figure kind '{kind}'; known: {', '.join(FIGURES)}")
+            figures += FIGURES[kind](group, folder, stem, f"{model} · {dataset} · {eval_name}")
+    return figures

@@ -1,0 +1,120 @@
+"""Leaderboard tables of a run's records: one per (model, dataset, evaluation).
+
+Evaluations that score methods get a ranked table (by the evaluation's primary metric, in its
+direction); analyses of the model get a table of their metrics with a per-layer summary. What a
+table shows comes from what the evaluation declares (``attrbench.evaluation.Evaluation``) and from
+the records, never from an evaluation's name.
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..registry import EVALS
+
+
+def fmt(mean, std, digits: int = 3) -> str:
+    if mean is None:
+        return "undefined"
+    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def groups(records: list[dict]) -> dict[tuple, list[dict]]:
+    """Records by (model, dataset, evaluation), in the order they come."""
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        out.setdefault((r["model"], r["dataset"], r["eval"]), []).append(r)
+    return out
+
+
+def _published(record: dict) -> str:
+    published = record.get("published")
+    return "" if not published else f"{published['value']:.2f}"
+
+
+def _sources(group: list[dict]) -> list[str]:
+    return list(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
+
+
+def _params_note(group: list[dict]) -> str:
+    params = group[0].get("eval_params") or {}
+    return "; parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else ""
+
+
+def _direction(evaluation, group: list[dict], metric: str) -> bool:
+    if metric in evaluation.higher_is_better:
+        return evaluation.higher_is_better[metric]
+    return next((r["higher_is_better"] for r in group if r["metric"] == metric and "higher_is_better" in r), True)
+
+
+def cost_lookup(records: list[dict]) -> dict[tuple, dict[str, str]]:
+    """(model, dataset, method) -> {column: text} of the metrics evaluations declare as cost columns."""
+    out: dict[tuple, dict[str, str]] = {}
+    for r in records:
+        columns = EVALS.get(r["eval"]).cost_columns
+        if r["metric"] in columns and r["mean"] is not None:
+            label, digits = columns[r["metric"]]
+            out.setdefault((r["model"], r["dataset"], r["method"]), {})[label] = f"{r['mean']:.{digits}f}"
+    return out
+
+
+def method_table(evaluation, group: list[dict], costs: dict) -> tuple[pd.DataFrame, str]:
+    metrics = list(dict.fromkeys(r["metric"] for r in group))
+    better = {m: _direction(evaluation, group, m) for m in metrics}
+    label = {m: m + (" ↑" if better[m] else " ↓") for m in metrics}
+    rows: dict[str, dict] = {}
+    for r in group:
+        row = rows.setdefault(r["method"], {"method": r["method"]})
+        row[label[r["metric"]]] = fmt(r["mean"], r["std"])
+        row["_" + r["metric"]] = r["mean"]
+        row["n"] = r["n"]
+        row["undefined"] = row.get("undefined", 0) + r.get("n_undefined", 0)
+        row["published"] = row.get("published") or _published(r)
+        if not evaluation.cost_columns:  # a cost evaluation's own table already shows them
+            row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
+    frame = pd.DataFrame(rows.values())
+    key = evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0]
+    frame = frame.sort_values("_" + key, ascending=not better[key], na_position="last", kind="stable")
+    extra = ["undefined", "published", *dict.fromkeys(c for columns in costs.values() for c in columns)]
+    columns = ["method", *label.values(), "n"]
+    columns += [c for c in extra if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
+    frame = frame[columns]
+    frame.insert(0, "rank", range(1, len(frame) + 1))
+    reference = next((r.get("reference") for r in group if r.get("reference")), None)
+    note = f"ranked by {key}" + (f"; reference method: {reference}" if reference else "") + _params_note(group)
+    if "undefined" in frame:
+        note += "; undefined = examples where the metric does not exist (e.g. constant scores), left out of the mean"
+    if "published" in frame:
+        note += "; published: " + ", ".join(_sources(group))
+    return frame, note
+
+
+def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
+    rows = []
+    for r in group:
+        row = {"view / scope": r.get("label") or r["method"], "metric": r["metric"],
+               "mean ± std": fmt(r["mean"], r["std"]), "n": r["n"], "per layer": evaluation.layer_summary(r)}
+        if any(g.get("published") for g in group):
+            row["published"] = _published(r)
+        rows.append(row)
+    note = "analysis of the model itself" + _params_note(group)
+    sources = _sources(group)
+    return pd.DataFrame(rows), note + ("; published: " + ", ".join(sources) if sources else "")
+
+
+def leaderboard_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]:
+    """(title, table, note) per (model, dataset, evaluation)."""
+    costs = cost_lookup(records)
+    tables = []
+    for (model, dataset, eval_name), group in groups(records).items():
+        evaluation = EVALS.get(eval_name)
+        title = f"{model} · {dataset} · {eval_name}"
+        table = method_table(evaluation, group, costs) if evaluation.needs_methods else analysis_table(evaluation, group)
+        tables.append((title, *table))
+    return tables
+
+
+def markdown_table(frame: pd.DataFrame) -> str:
+    cells = [[str(c) for c in frame.columns]] + [["" if pd.isna(v) else str(v) for v in row]
+                                                 for row in frame.itertuples(index=False)]
+    lines = ["| " + " | ".join(cells[0]) + " |", "|" + "|".join("---" for _ in cells[0]) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells[1:]])

@@ -1,0 +1,107 @@
+"""Growth points: an evaluation plugin gets its table and figure with no report code; method and
+evaluation parameters are declared, checked, recorded and part of every unit's key."""
+import numpy as np
+import pytest
+
+from attrbench.errors import InputError
+from attrbench.evaluation import Evaluation
+from attrbench.registry import EVALS, METHODS
+from attrbench.report import write_report
+from attrbench.runs import collect, plan, run_leaderboard, validate_config
+
+
+class PeakShare(Evaluation):
+    """A test-only evaluation: the largest share of |score| any one token gets (lower: more spread)."""
+
+    name, family = "peak_share", "test"
+    description = "largest share of the absolute attribution on one token"
+    reference = "a test plugin"
+    primary_metric = "peak_share"
+    higher_is_better = {"peak_share": False}
+
+    def run(self, adapter, methods, examples, context):
+        records = []
+        for method in methods:
+            shares = [float(np.abs(r.values).max() / np.abs(r.values).sum())
+                      for r in context.attributions(adapter, method, examples)]
+            records.append(self.record(adapter, context, method, "peak_share", shares, examples))
+        return records
+
+
+@pytest.fixture()
+def peak_share(monkeypatch):
+    EVALS.load()
+    monkeypatch.setitem(EVALS._plugins, "peak_share", PeakShare())
+    return EVALS.get("peak_share")
+
+
+def suite(**entry):
+    return validate_config({"name": "t", "seed": 1, "shard_size": 2, "suite": [
+        {"model": "tiny-gpt2", "dataset": "sva-generated", "n": 3, **entry}]})
+
+
+def test_a_plugin_evaluation_gets_its_table_and_figure(peak_share, tmp_path):
+    config = suite(methods=["alti", "attn_rollout"], evals=["peak_share"])
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    paths = write_report(tmp_path / "run")
+    md, page = paths["leaderboard"].read_text(), paths["html"].read_text()
+    assert "## tiny-gpt2 · sva-generated · peak_share" in md
+    assert "| rank | method | peak_share ↓ | n |" in md
+    figure = tmp_path / "run" / "figures" / "tiny-gpt2-sva-generated-peak_share.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG" and f"(figures/{figure.name})" in md
+    assert 'alt="tiny-gpt2 · sva-generated · peak_share" src="data:image/png;base64,' in page
+    assert "NaN" not in md and "NaN" not in page
+
+
+def test_changing_a_method_parameter_recomputes_exactly_its_units(tmp_path):
+    run_dir = tmp_path / "run"
+    first = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
+                  method_params={"integrated_gradients": {"n_steps": 2}})
+    summary = run_leaderboard(first, run_dir, progress=False)
+    assert summary["computed"] == summary["units"] == 4  # 2 methods x 2 shards of 3 examples
+    ig_first = next(r for r in collect(run_dir)[0] if r["method"] == "integrated_gradients")
+    assert ig_first["method_params"] == {"n_steps": 2, "baseline": "pad"}
+
+    second = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
+                   method_params={"integrated_gradients": {"n_steps": 16}})
+    summary = run_leaderboard(second, run_dir, progress=False)
+    assert summary["computed"] == 2 and summary["reused"] == 2  # IG's two shards only; alti kept
+    records, meta = collect(run_dir)
+    ig = next(r for r in records if r["method"] == "integrated_gradients")
+    assert ig["method_params"]["n_steps"] == 16 and meta["config"]["suite"][0]["method_params"] == {
+        "integrated_gradients": {"n_steps": 16}}
+    assert ig["values"] != ig_first["values"]  # 2 vs 16 quadrature steps: other scores, other correlations
+    assert len(records) == 2  # the n_steps=2 results stay stored but are not part of this run's report
+    assert run_leaderboard(second, run_dir, progress=False)["computed"] == 0
+
+
+def test_an_evaluation_parameter_is_set_per_suite():
+    config = suite(methods=["alti"], evals=["faithfulness_corr"], eval_params={"faithfulness_corr": {"rank": "dense"}})
+    units, _ = plan(config)
+    assert units[0].key == "tiny-gpt2|sva-generated:default|faithfulness_corr(rank=dense)|alti(value_bias=token)|0"
+
+
+@pytest.mark.parametrize("entry,message", [
+    (dict(method_params={"integrated_gradients": {"steps": 4}}),
+     "'suite[0].method_params.integrated_gradients': method 'integrated_gradients' has no parameter 'steps'; "
+     "its parameters: n_steps, baseline"),
+    (dict(method_params={"integrated_gradients": {"n_steps": 0}}), "'n_steps' is 0; it must be at least 1"),
+    (dict(method_params={"integrated_gradients": {"n_steps": "8"}}), "'n_steps' must be int, not '8'"),
+    (dict(method_params={"grad_l2": {}}), "'grad_l2' is not in this suite"),
+    (dict(eval_params={"faithfulness_corr": {"rank": "pearson"}}), "'rank' is 'pearson'; allowed: scipy, dense"),
+])
+def test_bad_parameters_in_a_config_name_the_key(entry, message):
+    with pytest.raises(InputError) as err:
+        suite(methods=["integrated_gradients"], evals=["faithfulness_corr"], **entry)
+    assert message in str(err.value) and "\n" not in str(err.value)
+
+
+def test_params_are_declared_checked_and_keep_the_original():
+    ig = METHODS.get("integrated_gradients")
+    tuned = ig.with_params(n_steps=8)
+    assert tuned.get_params() == {"n_steps": 8, "baseline": "pad"} and ig.get_params()["n_steps"] == 50
+    assert tuned.key == "integrated_gradients(baseline=pad,n_steps=8)"
+    assert METHODS.get("attn_rollout").get_params() == {}  # attention weights: no value bias to place
+    assert set(METHODS.get("ff_rollout").params) == {"value_bias", "ff_attribution", "shapley_samples"}
+    with pytest.raises(InputError, match="'baseline' is 'zeros'; allowed: pad, mask, unk, eos"):
+        ig.with_params(baseline="zeros")
