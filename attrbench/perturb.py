@@ -29,16 +29,18 @@ def resolved_target(adapter, target: str | Target, input_ids: list[int]) -> tupl
 @torch.no_grad()
 def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[Sequence[int]],
                          rows: Sequence[int], batch_size: int = 64) -> np.ndarray:
-    """p(explained class/token) of each sequence read at ``rows[k]``, in float64: (len(sequences),).
+    """p(explained class/token) of each sequence read at ``rows[k]``: (len(sequences),).
 
-    Sequences go through the model in length-sorted, right-padded batches of ``batch_size``.
+    Sequences go through the model in length-sorted (stable), right-padded batches of
+    ``batch_size``. The softmax runs in the model's dtype: the logits carry no more precision than
+    that, so a change below it is no change (a blanked token that moves nothing scores exactly 0).
     """
     out = np.zeros(len(sequences))
     order = np.argsort([len(s) for s in sequences], kind="stable")
     for k in range(0, len(order), batch_size):
         chunk = order[k:k + batch_size]
         ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
-        logits = adapter.model(input_ids=ids, attention_mask=mask).logits.double()
+        logits = adapter.model(input_ids=ids, attention_mask=mask).logits
         for b, i in enumerate(chunk):
             at_row = ResolvedTarget(resolved.head, int(rows[i]), resolved.index, resolved.contrast_index)
             out[i] = float(at_row.probability(logits[b:b + 1])[0])

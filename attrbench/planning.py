@@ -67,10 +67,10 @@ def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] =
     ``"all"`` is every registered method the model supports."""
     from .registry import METHODS
 
-    if names == "all" or list(names) == ["all"]:
-        chosen = [m for m in METHODS.all() if m.supports(adapter) is None]
-        return [m.with_params(**(params or {}).get(m.name, {})) for m in chosen], False
-    return configured(METHODS, names, params), True
+    named = not (names == "all" or list(names) == ["all"])
+    if not named:
+        names = [m.name for m in METHODS.all() if m.supports(adapter) is None]
+    return configured(METHODS, names, params), named
 
 
 def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence[Method], named: bool,

@@ -1,11 +1,12 @@
 """Compare the non-timing results of two leaderboard stores, unit by unit and field by field.
 
-    python benchmarks/compare_stores.py OLD/store.sqlite NEW/store.sqlite [--tolerance 0]
+    python benchmarks/compare_stores.py OLD/store.sqlite NEW/store.sqlite [--tolerance 0] [--rtol 0] [--models A,B]
 
 Units are matched by (model, dataset, evaluation, method, shard); records inside a unit by
 (method, metric). Every field of the old record is compared with the new one (numbers exactly, or
 within ``--tolerance``); fields only the new record has are listed. Renamed fields are declared in
-``RENAMED`` and compared under their new name. Timing units (wall seconds, memory) are skipped:
+``RENAMED`` and compared under their new name. Two numbers are equal when
+``|old - new| <= tolerance + rtol * |old|`` (both 0 by default: exactly). Timing units (wall seconds, memory) are skipped:
 they differ on every run. Prints a summary and exits 1 if anything differs beyond the tolerance.
 """
 from __future__ import annotations
@@ -26,33 +27,33 @@ REPLACED = {"published": "context_change's text 'BERT-base 0.21, GPT-2 0.15' bec
                          "norm placement plus its source"}
 
 
-def units(path: str) -> dict[tuple, list[dict]]:
+def units(path: str, models: set[str] | None = None) -> dict[tuple, list[dict]]:
     db = sqlite3.connect(path)
     planned = db.execute("SELECT value FROM meta WHERE key = 'planned'").fetchone()
     keys = set(json.loads(planned[0])) if planned else None
     out = {}
     for key, model, dataset, eval_, method, shard, payload in db.execute(
             "SELECT key, model, dataset, eval, method, shard, payload FROM units"):
-        if eval_ not in SKIP_EVALS and (keys is None or key in keys):
+        if eval_ not in SKIP_EVALS and (keys is None or key in keys) and (models is None or model in models):
             out[(model, dataset, eval_, method, shard)] = json.loads(payload)
     return out
 
 
-def differences(old, new, tolerance: float, where: str, out: list, stats: Counter) -> None:
+def differences(old, new, tolerance: float, where: str, out: list, stats: Counter, rtol: float = 0.0) -> None:
     if isinstance(old, dict) and isinstance(new, dict):
         for k, v in old.items():
             if k not in new:
                 out.append(f"{where}.{k}: missing in the new record")
             else:
-                differences(v, new[k], tolerance, f"{where}.{k}", out, stats)
+                differences(v, new[k], tolerance, f"{where}.{k}", out, stats, rtol)
     elif isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
         for k, (a, b) in enumerate(zip(old, new)):
-            differences(a, b, tolerance, f"{where}[{k}]", out, stats)
+            differences(a, b, tolerance, f"{where}[{k}]", out, stats, rtol)
     elif isinstance(old, (int, float)) and isinstance(new, (int, float)) and not isinstance(old, bool):
         stats["numbers"] += 1
         gap = abs(old - new) if math.isfinite(old) and math.isfinite(new) else (0.0 if old == new else math.inf)
         stats["max_gap"] = max(stats["max_gap"], gap)
-        if gap > tolerance:
+        if gap > tolerance + rtol * abs(old):
             out.append(f"{where}: {old!r} -> {new!r} (gap {gap:.3g})")
         elif gap:
             stats["within_tolerance"] += 1
@@ -67,8 +68,12 @@ def main(argv=None) -> int:
     parser.add_argument("old")
     parser.add_argument("new")
     parser.add_argument("--tolerance", type=float, default=0.0, help="largest absolute gap between numbers")
+    parser.add_argument("--rtol", type=float, default=0.0, help="largest gap relative to the old number")
+    parser.add_argument("--models", help="compare only these models (comma-separated), e.g. those whose weights "
+                                         "both stores share")
     args = parser.parse_args(argv)
-    old, new = units(args.old), units(args.new)
+    models = set(args.models.split(",")) if args.models else None
+    old, new = units(args.old, models), units(args.new, models)
     problems, stats, added, replaced = [], Counter(max_gap=0.0), Counter(), Counter()
     records = 0
     for unit, old_records in old.items():
@@ -87,18 +92,18 @@ def main(argv=None) -> int:
             for old_key, (new_key, read) in RENAMED.items():
                 if old_key in record:
                     differences(record.pop(old_key), read(match.get(new_key)), args.tolerance, f"{where}.{old_key}",
-                                problems, stats)
+                                problems, stats, args.rtol)
             for old_key in REPLACED:
                 if old_key in record and not isinstance(record[old_key], (dict, type(None))):
                     replaced[old_key] += 1
                     record.pop(old_key)
             added.update(k for k in match if k not in record and k not in {n for n, _ in RENAMED.values()})
-            differences(record, match, args.tolerance, where, problems, stats)
+            differences(record, match, args.tolerance, where, problems, stats, args.rtol)
     extra = sorted(set(new) - set(old))
     print(f"units compared: {len(old)} (timing skipped); records: {records}; numbers: {stats['numbers']}, "
           f"other values: {stats['other']}")
-    print(f"largest gap between numbers: {stats['max_gap']:.3g}; gaps within tolerance {args.tolerance:g}: "
-          f"{stats['within_tolerance']}")
+    print(f"largest gap between numbers: {stats['max_gap']:.3g}; nonzero gaps within the tolerance "
+          f"({args.tolerance:g} + {args.rtol:g} relative): {stats['within_tolerance']}")
     print("fields only in the new records: " + ", ".join(f"{k} ({n})" for k, n in sorted(added.items())))
     for key, n in replaced.items():
         print(f"replaced on purpose in {n} records: {key}: {REPLACED[key]}")
