@@ -15,18 +15,16 @@ evaluation adds to the other tables of its suite (cost), and a published referen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Optional, Sequence
+from typing import Optional, Sequence
 
 from tqdm.auto import tqdm
 
+from .context import RunContext
 from .datasets import Example
 from .errors import InputError
 from .method import Method, MethodResult
 from .params import Configurable
 from .stats import summary
-
-if TYPE_CHECKING:
-    from .planning import RunContext
 
 
 @dataclass
@@ -37,14 +35,10 @@ class EvalContext:
     seed: int = 0
     progress: bool = True
     notes: dict = field(default_factory=dict)  # the dataset's split, target convention, file hash
-    run: Optional["RunContext"] = None  # owns the shared caches (models, examples, attributions)
+    run: RunContext = field(default_factory=RunContext)  # owns the shared caches (models, attributions)
 
     def attributions(self, adapter, method: Method, examples: Sequence[Example], desc: str = "") -> list[MethodResult]:
         """One method's input attributions for each example's own target, memoised in the run context."""
-        from .planning import RunContext
-
-        if self.run is None:
-            self.run = RunContext()
         return self.run.attributions(adapter, method, examples, self.progress, desc)
 
 

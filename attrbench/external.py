@@ -82,7 +82,8 @@ def read_attributions(adapter, path: str | Path, examples) -> tuple[Precomputed,
 def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dataset: str, *,
                        rank: str | None = None, name: str = "external", progress: bool = True) -> list[dict]:
     """Put another tool's attributions on attrbench's evaluations (the ones that score input attributions)."""
-    from .planning import RunContext, configured, plan_units
+    from .context import RunContext
+    from .planning import configured, plan_units, run_unit
     from .registry import EVALS
 
     context = RunContext(str(adapter.dtype).replace("torch.", ""))
@@ -99,4 +100,4 @@ def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dat
     method = Precomputed(name, table, str(path))
     context.add_method(method)
     units = plan_units(adapter, dataset, None, evals, [method], True, [e.id for e in chosen])
-    return [record for unit in units for record in context.run_unit(unit, 0, progress)]
+    return [record for unit in units for record in run_unit(context, unit, 0, progress)]

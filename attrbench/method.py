@@ -16,6 +16,7 @@ import numpy as np
 
 from .aggregate import rollout, row_normalise, with_identity
 from .decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
+from .errors import InputError
 from .models import TransformerAdapter
 from .params import Configurable, Param
 from .targets import Target, explained_row
@@ -58,8 +59,6 @@ class Method(Configurable):
     def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                  target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
                  truncate: bool = False) -> list[MethodResult]:
-        from .errors import InputError
-
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
@@ -115,8 +114,6 @@ class Rollout(Method):
         self.params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (FF_PARAMS if through_ff else {})
 
     def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
-        from .errors import InputError
-
         if layers is not None:
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
         source = self.source(layout_for(adapter.norm_first))

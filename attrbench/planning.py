@@ -6,25 +6,19 @@ methods and the sampled examples, checking every pairing before any work: a meth
 each evaluation that takes it (token-to-token maps only to those that take maps), a named method
 that none of them takes is an error, and so is an evaluation left without methods.
 
-:class:`RunContext` is one process's view of a run and owns its caches: loaded models, each
-dataset's examples, and the memoised attributions that the evaluations of a run share (keyed by
-model, dtype, method with parameters, text and target; methods are deterministic, a conformance
-check). :meth:`RunContext.run_unit` computes one unit; the local executor, Ray workers and
-``evaluate`` all go through it.
+:func:`run_unit` computes one unit in a :class:`~attrbench.context.RunContext` (the caches a
+run shares); the local executor, Ray workers, ``evaluate`` and ``score`` all go through it.
 """
 from __future__ import annotations
 
 import math
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
-from tqdm.auto import tqdm
-
-from .datasets import Example
+from .context import RunContext
 from .errors import InputError
 from .evaluation import EvalContext, Evaluation
-from .method import Method, MethodResult
+from .method import Method
 from .params import params_key
 
 
@@ -112,78 +106,19 @@ def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequenc
     return units
 
 
-class RunContext:
-    """One process's models, examples and memoised attributions (see the module docstring)."""
+def run_unit(context: RunContext, unit: Unit, seed: int, progress: bool = False) -> list[dict]:
+    """Compute one unit in a run context: its records."""
+    from .registry import EVALS
 
-    def __init__(self, dtype: str = "float32", data_dir=None, cache_size: int = 20_000):
-        self.dtype, self.data_dir, self.cache_size = dtype, data_dir, cache_size
-        self._adapters: dict[str, object] = {}
-        self._examples: dict[tuple, tuple[list[Example], dict]] = {}
-        self._attributions: "OrderedDict[tuple, MethodResult]" = OrderedDict()
-        self._local_methods: dict[str, Method] = {}
-
-    # -- what units refer to by name ------------------------------------------------------------
-    def add_adapter(self, adapter) -> None:
-        """A model loaded by the caller (CLI, Python API), used for units that name it."""
-        self._adapters[adapter.name] = adapter
-
-    def adapter(self, name: str):
-        if name not in self._adapters:
-            from .models import load_model
-
-            self._adapters[name] = load_model(name, dtype=self.dtype)
-        return self._adapters[name]
-
-    def examples(self, adapter, dataset: str, split: Optional[str]) -> tuple[list[Example], dict]:
-        """A dataset's examples as a model reads them, read and tokenised once per context."""
-        from .datasets import examples_for
-
-        key = (adapter.name, str(adapter.dtype), dataset, split)
-        if key not in self._examples:
-            self._examples[key] = examples_for(adapter, dataset, split, self.data_dir)
-        return self._examples[key]
-
-    def add_method(self, method: Method) -> None:
-        """A method that is not in the registry (e.g. external attributions), found by name in units."""
-        self._local_methods[method.name] = method
-
-    def method(self, name: str, params: dict) -> Method:
-        from .registry import METHODS
-
-        method = self._local_methods.get(name) or METHODS.get(name)
-        return method.with_params(**params)
-
-    @staticmethod
-    def evaluation(name: str, params: dict) -> Evaluation:
-        from .registry import EVALS
-
-        return EVALS.get(name).with_params(**params)
-
-    # -- work -----------------------------------------------------------------------------------
-    def attributions(self, adapter, method: Method, examples: Sequence[Example], progress: bool = False,
-                     desc: str = "") -> list[MethodResult]:
-        """One method's input attributions for each example's own target (memoised)."""
-        results = []
-        for e in tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False):
-            key = (adapter.name, str(adapter.dtype), method.key, e.text, e.target)
-            if key not in self._attributions:
-                self._attributions[key] = method(adapter, [e.text], target=e.target)[0]
-                if len(self._attributions) > self.cache_size:
-                    self._attributions.popitem(last=False)
-            results.append(self._attributions[key])
-        return results
-
-    def run_unit(self, unit: Unit, seed: int, progress: bool = False) -> list[dict]:
-        """Compute one unit: its records."""
-        adapter = self.adapter(unit.model)
-        examples, notes = self.examples(adapter, unit.dataset, unit.split)
-        by_id = {e.id: e for e in examples}
-        chosen = [by_id[i] for i in unit.example_ids]
-        evaluation = self.evaluation(unit.eval, dict(unit.eval_params))
-        methods = [] if unit.method == "-" else [self.method(unit.method, dict(unit.method_params))]
-        context = EvalContext(unit.dataset, seed, progress, {**notes, "sample_size": len(chosen),
-                                                             "dataset_size": len(examples)}, run=self)
-        return evaluation(adapter, methods, chosen, context)
+    adapter = context.adapter(unit.model)
+    examples, notes = context.examples(adapter, unit.dataset, unit.split)
+    by_id = {e.id: e for e in examples}
+    chosen = [by_id[i] for i in unit.example_ids]
+    evaluation = EVALS.get(unit.eval).with_params(**dict(unit.eval_params))
+    methods = [] if unit.method == "-" else [context.method(unit.method, dict(unit.method_params))]
+    eval_context = EvalContext(unit.dataset, seed, progress, {**notes, "sample_size": len(chosen),
+                                                              "dataset_size": len(examples)}, run=context)
+    return evaluation(adapter, methods, chosen, eval_context)
 
 
 def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
@@ -213,4 +148,4 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     examples, _ = context.examples(adapter, dataset, split)
     chosen = sample(examples, n, seed)
     units = plan_units(adapter, dataset, split, evals, methods, named, [e.id for e in chosen])
-    return [record for unit in units for record in context.run_unit(unit, seed, progress)]
+    return [record for unit in units for record in run_unit(context, unit, seed, progress)]

@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .errors import AttrbenchError, InputError
-from .planning import RunContext, Unit, plan_units, select_methods
+from .context import RunContext
+from .planning import Unit, plan_units, run_unit, select_methods
 
 DEFAULT_CONFIG = Path(__file__).parent / "default.toml"
 TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "suite": list}
@@ -197,7 +198,7 @@ def plan(config: dict, context: Optional[RunContext] = None) -> tuple[list[Unit]
 # -- executors -------------------------------------------------------------------------------
 def timed_unit(context: RunContext, seed: int, unit: Unit) -> tuple[list[dict], float]:
     start = time.perf_counter()
-    records = context.run_unit(unit, seed)
+    records = run_unit(context, unit, seed)
     return records, time.perf_counter() - start
 
 

@@ -10,6 +10,9 @@ from typing import Optional, Sequence
 import numpy as np
 from scipy.stats import rankdata, spearmanr
 
+from .decompose.layout import visible_cells
+from .errors import InputError
+
 RANKS = ("scipy", "dense")
 
 
@@ -29,8 +32,6 @@ def spearman(a, b, rank: str = "scipy") -> Optional[float]:
     scripts (Ferrando et al. 2022) computed it.
     """
     if rank not in RANKS:
-        from .errors import InputError
-
         raise InputError(f"rank convention '{rank}' is not known; use {' or '.join(RANKS)}")
     a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
     if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
@@ -45,8 +46,6 @@ def spearman(a, b, rank: str = "scipy") -> Optional[float]:
 def map_change(before: np.ndarray, after: np.ndarray, causal: bool) -> Optional[float]:
     """Contextualization change between two (n, n) maps (Kobayashi et al. 2024, §5.1): 1 − Spearman of
     their cells (the lower triangle in causal models); None when undefined (e.g. a one-token text)."""
-    from .decompose.layout import visible_cells
-
     keep = visible_cells(before.shape[-1], causal)
     rho = spearman(before[keep], after[keep])
     return None if rho is None else 1 - rho

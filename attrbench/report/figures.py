@@ -10,7 +10,10 @@ from pathlib import Path
 import numpy as np
 
 from ..decompose import Decomposition
+from ..errors import InputError
 from ..plot import plot_maps, save_figure
+from ..registry import EVALS
+from .tables import groups
 
 
 def _label(record: dict) -> str:
@@ -94,10 +97,6 @@ FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatm
 
 def make_figures(records: list[dict], folder: Path) -> list[tuple[str, Path]]:
     """Every figure the evaluations of these records ask for."""
-    from ..errors import InputError
-    from ..registry import EVALS
-    from .tables import groups
-
     folder.mkdir(parents=True, exist_ok=True)
     figures = []
     for (model, dataset, eval_name), group in groups(records).items():
