@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from tqdm.auto import tqdm
 
-from .datasets import Example
+from .datasets import Example, examples_for
 from .method import Method, MethodResult
 
 
@@ -40,8 +40,6 @@ class RunContext:
 
     def examples(self, adapter, dataset: str, split: Optional[str]) -> tuple[list[Example], dict]:
         """A dataset's examples as a model reads them, read and tokenised once per context."""
-        from .datasets import examples_for
-
         key = (adapter.name, str(adapter.dtype), dataset, split)
         if key not in self._examples:
             self._examples[key] = examples_for(adapter, dataset, split, self.data_dir)

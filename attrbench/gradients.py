@@ -31,9 +31,9 @@ class GradientMethod(Method):
         results = []
         for b, n in enumerate(batch.lengths):
             ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
-            with torch.no_grad():
-                logits = model(input_ids=ids, attention_mask=mask).logits
-            resolved = resolve(adapter, ids[0].tolist(), target, logits)
+            with torch.no_grad():  # the model runs here only when the target needs its prediction
+                resolved = resolve(adapter, ids[0].tolist(), target,
+                                   lambda: model(input_ids=ids, attention_mask=mask).logits)
 
             def forward(input_ids, attention_mask):
                 return resolved.logit(model(input_ids=input_ids, attention_mask=attention_mask).logits)

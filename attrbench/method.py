@@ -16,6 +16,7 @@ import numpy as np
 
 from .aggregate import rollout, row_normalise, with_identity
 from .decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
+from .decompose.layout import ALL_FF_SCOPES
 from .errors import InputError
 from .models import TransformerAdapter
 from .params import Configurable, Param
@@ -79,8 +80,8 @@ class ScopeMap(Method):
     def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
         self.name, self.scope, self.family = scope, scope, family
         self.description, self.complete, self.reference = description, complete, reference
-        through_ff = any(scope in layout.ff_scopes for layout in (layout_for(False), layout_for(True)))
-        self.params = ({} if scope == "attn_w" else {"value_bias": VALUE_BIAS_PARAM}) | (FF_PARAMS if through_ff else {})
+        self.params = ({} if scope == "attn_w" else {"value_bias": VALUE_BIAS_PARAM}) | (
+            FF_PARAMS if scope in ALL_FF_SCOPES else {})
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         layout = layout_for(adapter.norm_first)

@@ -8,6 +8,7 @@ the caller gives (deletions move the explained row; replacements do not).
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -19,11 +20,12 @@ from .targets import ResolvedTarget, Target, resolve
 
 @torch.no_grad()
 def resolved_target(adapter, target: str | Target, input_ids: list[int]) -> tuple[Target, ResolvedTarget]:
-    """A target made concrete on the unperturbed text (predicted classes and tokens are fixed here)."""
+    """A target made concrete on the unperturbed text (predicted classes and tokens are fixed here; the
+    model runs only for targets that need its prediction)."""
     target = target if isinstance(target, Target) else Target.parse(target)
     ids = torch.tensor([input_ids])
-    logits = adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
-    return target, resolve(adapter, input_ids, target, logits)
+    return target, resolve(adapter, input_ids, target,
+                           lambda: adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits)
 
 
 @torch.no_grad()
@@ -42,8 +44,7 @@ def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[
         ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
         logits = adapter.model(input_ids=ids, attention_mask=mask).logits
         for b, i in enumerate(chunk):
-            at_row = ResolvedTarget(resolved.head, int(rows[i]), resolved.index, resolved.contrast_index)
-            out[i] = float(at_row.probability(logits[b:b + 1])[0])
+            out[i] = float(replace(resolved, row=int(rows[i])).probability(logits[b:b + 1])[0])
     return out
 
 

@@ -126,7 +126,15 @@ def _token_id(adapter, word: str) -> int:
 
 
 def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> ResolvedTarget:
-    """Fix the class/token a target refers to; ``logits`` (of the unperturbed text) give predictions."""
+    """Fix the class/token a target refers to; ``logits`` (of the unperturbed text) give predictions.
+
+    ``logits`` may be a tensor or a function returning one: it is called only for targets that need
+    the model's prediction (auto, cls, mask, next), so explicit targets cost no forward pass.
+    """
+    def predicted(at_row: bool) -> int:
+        values = logits() if callable(logits) else logits
+        return int((values[0, row] if at_row else values[0]).argmax())
+
     head = head_kind(adapter)
     if head is None:
         raise InputError(no_head_reason(adapter))
@@ -137,11 +145,11 @@ def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> Resol
         n_classes = adapter.model.config.num_labels
         if target.label is not None and not 0 <= target.label < n_classes:
             raise InputError(f"class {target.label} does not exist: '{adapter.name}' has classes 0..{n_classes - 1}")
-        at = logits[0] if head == "classifier" else logits[0, row]
-        return ResolvedTarget(head, row, target.label if target.label is not None else int(at.argmax()))
+        label = target.label if target.label is not None else predicted(at_row=head != "classifier")
+        return ResolvedTarget(head, row, label)
     if target.kind == "class":
         raise InputError(f"'{adapter.name}' is a language model: use --target token:WORD, contrast:A/B or auto")
     if target.kind in ("token", "contrast"):
         contrast = _token_id(adapter, target.contrast) if target.kind == "contrast" else None
         return ResolvedTarget(head, row, _token_id(adapter, target.token), contrast)
-    return ResolvedTarget(head, row, int(logits[0, row].argmax()))  # the model's own prediction
+    return ResolvedTarget(head, row, predicted(at_row=True))  # the model's own prediction

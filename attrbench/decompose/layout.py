@@ -88,7 +88,7 @@ PRE_LN = Layout(
     boundaries=(("attn_n", "attn_out"), ("attn_res_n", "ln2_in"), ("atb", "ln2_in"), ("atb_ln", "ln2_out"),
                 ("atb_ln_ff", "ff_out"), ("atb_ln_ff_res", "out")),
 )
-ALL_FF_SCOPES = tuple(dict.fromkeys(POST_LN.ff_scopes + PRE_LN.ff_scopes))
+ALL_FF_SCOPES = tuple(dict.fromkeys(POST_LN.ff_scopes + PRE_LN.ff_scopes))  # of either placement
 
 
 def layout_for(norm_first: bool) -> Layout:
