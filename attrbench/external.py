@@ -32,13 +32,13 @@ class Precomputed(Method):
     def __init__(self, name: str, by_text: dict[str, tuple[list[str], np.ndarray]], file: str = ""):
         self.name, self.by_text, self.file = name, by_text, file
 
-    def run(self, adapter, texts, *, target, layers, truncate):
+    def run(self, adapter, texts, *, targets, layers, truncate):
         results = []
         for text in texts:
             if text not in self.by_text:
                 raise InputError(f"no external attributions for text '{text[:60]}'")
             tokens, scores = self.by_text[text]
-            results.append(MethodResult(self.name, adapter.name, tokens, scores, None, {"target": str(target)}))
+            results.append(MethodResult(self.name, adapter.name, tokens, scores, None))
         return results
 
 
@@ -48,30 +48,48 @@ def read_attributions(adapter, path: str | Path, examples) -> tuple[Precomputed,
     path = Path(path)
     if not path.is_file():
         raise InputError(f"attributions file {path} does not exist")
-    chosen, table = [], {}
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    chosen, table, seen = [], {}, {}
+    for line_no, raw in enumerate(path.read_bytes().splitlines(), 1):
+        where = f"{path} line {line_no}"
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise InputError(f"{where}: not UTF-8 text (byte {raw[err.start]:#04x} at column {err.start + 1})") from None
         if not line.strip():
             continue
-        where = f"{path} line {line_no}"
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as err:
             raise InputError(f"{where}: not valid JSON ({err.msg})") from None
         if not isinstance(obj, dict) or "scores" not in obj or not ({"tokens", "input_ids"} & set(obj)):
             raise InputError(f"{where}: needs \"scores\" and \"tokens\" (or \"input_ids\")")
-        example = by_id.get(obj.get("id")) if "id" in obj else by_text.get(obj.get("text", "").strip())
+        key = "id" if "id" in obj else "text"
+        if not isinstance(obj.get(key), str):
+            raise InputError(f"{where}: \"{key}\" must be a string (give \"id\" as attrbench records it, or \"text\")")
+        example = by_id.get(obj["id"]) if key == "id" else by_text.get(obj["text"].strip())
         if example is None:
-            raise InputError(f"{where}: example {obj.get('id') or repr(obj.get('text', ''))[:60]} is not in this "
-                             "dataset for this model (give an id like those attrbench records, or the exact text)")
+            raise InputError(f"{where}: example {obj[key][:60]!r} is not in this dataset for this model (give an "
+                             "id like those attrbench records, or the exact text)")
+        if example.text in seen:
+            raise InputError(f"{where}: example {example.id} is already given on line {seen[example.text]}")
         ids = adapter.tokenizer(example.text)["input_ids"]
         tokens = adapter.tokenizer.convert_ids_to_tokens(ids)
-        given = obj["tokens"] if "tokens" in obj else adapter.tokenizer.convert_ids_to_tokens(obj["input_ids"])
-        if list(given) != tokens:
-            raise InputError(f"{where}: tokens differ from {adapter.name}'s tokenisation of the text "
+        given = obj.get("tokens", obj.get("input_ids"))
+        field = "tokens" if "tokens" in obj else "input_ids"
+        if not isinstance(given, list) or not all(isinstance(g, str if field == "tokens" else int)
+                                                  and not isinstance(g, bool) for g in given):
+            raise InputError(f"{where}: \"{field}\" must be a list of {'strings' if field == 'tokens' else 'integers'}")
+        if given != (tokens if field == "tokens" else ids):
+            raise InputError(f"{where}: {field} differ from {adapter.name}'s tokenisation of the text "
                              f"({len(given)} given, {len(tokens)} expected); attribute the model's own tokens")
-        scores = np.asarray(obj["scores"], dtype=np.float64)
+        raw_scores = obj["scores"]
+        if not isinstance(raw_scores, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                                                       for v in raw_scores):
+            raise InputError(f"{where}: \"scores\" must be a list of {len(tokens)} numbers, one per token")
+        scores = np.asarray(raw_scores, dtype=np.float64)
         if scores.shape != (len(tokens),) or not np.isfinite(scores).all():
             raise InputError(f"{where}: scores must be {len(tokens)} finite numbers, one per token")
+        seen[example.text] = line_no
         table[example.text] = (tokens, scores)
         chosen.append(example)
     if not chosen:
@@ -99,5 +117,5 @@ def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dat
     chosen, table = read_attributions(adapter, path, examples)
     method = Precomputed(name, table, str(path))
     context.add_method(method)
-    units = plan_units(adapter, dataset, None, evals, [method], True, [e.id for e in chosen])
+    units = plan_units(adapter, dataset, None, evals, [method], True, chosen)
     return [record for unit in units for record in run_unit(context, unit, 0, progress)]

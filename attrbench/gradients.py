@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from .method import Method, MethodResult
-from .targets import no_head_reason, resolve
+from .targets import no_head_reason
 
 
 class GradientMethod(Method):
@@ -25,15 +25,12 @@ class GradientMethod(Method):
         """(n,) scores and extra metadata for one text; subclasses call one captum method."""
         raise NotImplementedError
 
-    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
         model = adapter.model
         results = []
-        for b, n in enumerate(batch.lengths):
+        for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
-            with torch.no_grad():  # the model runs here only when the target needs its prediction
-                resolved = resolve(adapter, ids[0].tolist(), target,
-                                   lambda: model(input_ids=ids, attention_mask=mask).logits)
 
             def forward(input_ids, attention_mask):
                 return resolved.logit(model(input_ids=input_ids, attention_mask=attention_mask).logits)
@@ -41,7 +38,6 @@ class GradientMethod(Method):
             with torch.enable_grad():
                 scores, meta = self.attribute(forward, model.get_input_embeddings(), ids, mask, adapter)
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores, None,
-                                        {"target": str(target), "row": resolved.row, "index": resolved.index,
-                                         "dtype": str(adapter.dtype).replace("torch.", ""),
+                                        {"dtype": str(adapter.dtype).replace("torch.", ""),
                                          "truncated": batch.truncated[b], **meta}))
         return results

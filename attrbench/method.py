@@ -17,10 +17,10 @@ import numpy as np
 from .aggregate import rollout, row_normalise, with_identity
 from .decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
 from .decompose.layout import ALL_FF_SCOPES
-from .errors import InputError
+from .errors import InputError, MethodError
 from .models import TransformerAdapter
 from .params import Configurable, Param
-from .targets import Target, explained_row
+from .targets import ResolvedTarget, Target, resolve_text
 
 VALUE_BIAS_PARAM = Param("token", "where the value bias b_V goes: each token's part (token) or the bias term (bias)",
                          choices=VALUE_BIAS)
@@ -35,7 +35,7 @@ class MethodResult:
     tokens: list[str]
     values: np.ndarray  # "maps": (layers, n, n), [l, i, j] = contribution of token j to i; "scores": (n,)
     residual: Optional[float]  # max relative completeness residual, for methods that claim it
-    meta: dict = field(default_factory=dict)  # target, row, params, dtype, truncated, ...
+    meta: dict = field(default_factory=dict)  # target (resolved), params, dtype, truncated, ...
 
     def to_json(self) -> dict:
         """``scores`` (n,) for input attributions, ``maps`` (layers, n, n) for token-to-token maps."""
@@ -63,14 +63,27 @@ class Method(Configurable):
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
+        texts = [texts] if isinstance(texts, str) else list(texts)
         target = target if isinstance(target, Target) else Target.parse(target)
-        results = self.run(adapter, texts, target=target, layers=layers, truncate=truncate)
+        batch = adapter.encode(texts, truncate=truncate)  # the same tokens every method sees
+        targets = [resolve_text(adapter, batch.input_ids[b, :n].tolist(), target)  # before any method runs
+                   for b, n in enumerate(batch.lengths)]
+        results = self.run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
         params = self.get_params()
-        for result in results:
+        for text, tokens, resolved, result in zip(texts, batch.tokens, targets, results, strict=True):
+            shape = (len(tokens),) if self.output == "scores" else (len(result.values), len(tokens), len(tokens))
+            if result.tokens != tokens or result.values.shape != shape:
+                raise MethodError(f"method '{self.name}' gave values of shape {result.values.shape} for the "
+                                  f"{len(tokens)} tokens of '{text[:40]}'; it is broken, report it")
+            if not np.isfinite(result.values).all():
+                raise MethodError(f"method '{self.name}' gave non-finite values on '{text[:40]}' in "
+                                  f"{adapter.dtype}: try --dtype float64")
+            result.meta.update(resolved.meta())
             result.meta["params"] = params
         return results
 
-    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, targets: list[ResolvedTarget], layers, truncate) -> list[MethodResult]:
+        """One result per text; ``targets[k]`` is text k's target, already validated against the model."""
         raise NotImplementedError
 
 
@@ -89,7 +102,7 @@ class ScopeMap(Method):
             return None
         return f"scope '{self.scope}' does not exist in a {layout.kind} model; see `attrbench methods`"
 
-    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         results = decompose(adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
                             **self.get_params())
         return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
@@ -114,19 +127,17 @@ class Rollout(Method):
         self.source, self.identity = source, identity
         self.params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (FF_PARAMS if through_ff else {})
 
-    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         if layers is not None:
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
         source = self.source(layout_for(adapter.norm_first))
         derived = [source] if isinstance(source, DerivedMap) else []
         key = source.name if derived else source
         results = []
-        for dec in decompose(adapter, texts, scopes=[source.reads if derived else source], derived=derived,
-                             truncate=truncate, **self.get_params()):
+        for dec, resolved in zip(decompose(adapter, texts, scopes=[source.reads if derived else source],
+                                           derived=derived, truncate=truncate, **self.get_params()), targets):
             per_layer = dec.maps[key].astype(np.float64)
             per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
-            row = explained_row(adapter, dec.input_ids, target)
-            results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[row], None,
-                                        {"target": str(target), "row": row, "source": key, "dtype": dec.dtype,
-                                         "truncated": dec.truncated}))
+            results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[resolved.row], None,
+                                        {"source": key, "dtype": dec.dtype, "truncated": dec.truncated}))
         return results

@@ -15,17 +15,7 @@ import numpy as np
 import torch
 
 from .models.adapter import pad_ids
-from .targets import ResolvedTarget, Target, resolve
-
-
-@torch.no_grad()
-def resolved_target(adapter, target: str | Target, input_ids: list[int]) -> tuple[Target, ResolvedTarget]:
-    """A target made concrete on the unperturbed text (predicted classes and tokens are fixed here; the
-    model runs only for targets that need its prediction)."""
-    target = target if isinstance(target, Target) else Target.parse(target)
-    ids = torch.tensor([input_ids])
-    return target, resolve(adapter, input_ids, target,
-                           lambda: adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits)
+from .targets import ResolvedTarget
 
 
 @torch.no_grad()

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from .context import RunContext
+from .datasets import Example
 from .errors import InputError
 from .evaluation import EvalContext, Evaluation
 from .method import Method
 from .params import params_key
+from .targets import Target, resolve
 
 
 @dataclass(frozen=True)
@@ -87,10 +89,14 @@ def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence
 
 
 def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequence[Evaluation],
-               methods: Sequence[Method], named: bool, example_ids: Sequence[str],
+               methods: Sequence[Method], named: bool, examples: Sequence[Example],
                shard_size: Optional[int] = None) -> list[Unit]:
-    """The units of one (model, dataset): analyses one unit each, scored methods in shards of examples."""
-    ids = tuple(example_ids)
+    """The units of one (model, dataset): analyses one unit each, scored methods in shards of examples.
+
+    Every example's target is validated against the model here, before any unit runs.
+    """
+    check_targets(adapter, examples)
+    ids = tuple(e.id for e in examples)
     size = shard_size or max(1, len(ids))
     units = []
     for evaluation, given in assign_methods(adapter, evaluations, methods, named, dataset):
@@ -104,6 +110,15 @@ def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequenc
                 units.append(Unit(**common, method=method.name, method_params=_pairs(method.get_params()),
                                   shard=shard, example_ids=ids[shard * size:(shard + 1) * size]))
     return units
+
+
+def check_targets(adapter, examples: Sequence[Example]) -> None:
+    """Each example's target fits the model (the model's prediction is not needed to know that)."""
+    for example in examples:
+        try:
+            resolve(adapter, adapter.tokenizer(example.text)["input_ids"], Target.parse(example.target), predict=False)
+        except InputError as err:
+            raise InputError(f"example {example.id}: {err}") from None
 
 
 def run_unit(context: RunContext, unit: Unit, seed: int, progress: bool = False) -> list[dict]:
@@ -147,5 +162,5 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     methods, named = select_methods(adapter, method_names, method_params)
     examples, _ = context.examples(adapter, dataset, split)
     chosen = sample(examples, n, seed)
-    units = plan_units(adapter, dataset, split, evals, methods, named, [e.id for e in chosen])
+    units = plan_units(adapter, dataset, split, evals, methods, named, chosen)
     return [record for unit in units for record in run_unit(context, unit, seed, progress)]

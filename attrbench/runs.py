@@ -32,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -59,7 +60,11 @@ def read_config(path: Optional[str | Path] = None) -> dict:
     path = Path(path) if path else DEFAULT_CONFIG
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    text = path.read_text()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"config {path} is not UTF-8 text (byte {err.object[err.start]:#04x} at offset "
+                          f"{err.start}); save it as UTF-8") from None
     try:
         if path.suffix in (".yaml", ".yml"):
             try:
@@ -101,6 +106,12 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
               "dtype": raw.get("dtype", "float32"), "shard_size": raw.get("shard_size", 20), "suite": []}
     if config["dtype"] not in DTYPES:
         raise ConfigError(f"config key 'dtype' is '{config['dtype']}'; allowed: {', '.join(DTYPES)}")
+    name = config["name"]
+    if not name.strip() or name.strip(".") == "" or re.search(r"[/\\\x00-\x1f]", name):
+        raise ConfigError(f"config key 'name' is {name!r}: it names the run's folder, so give a plain name "
+                          "(no slashes, not '.' or '..')")
+    if config["seed"] < 0:
+        raise ConfigError("config key 'seed' must be 0 or more")
     if config["shard_size"] < 1:
         raise ConfigError("config key 'shard_size' must be at least 1")
     if not raw.get("suite"):
@@ -133,6 +144,8 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
                 if name not in method_names:
                     raise ConfigError(f"config key '{where}.methods' names unknown method '{name}'; allowed: "
                                       f"{', '.join(method_names)} or \"all\"")
+        if not entry["evals"]:
+            raise ConfigError(f"config key '{where}.evals' is empty; name at least one (see `attrbench evals`)")
         for name in entry["evals"]:
             other = seen.setdefault((entry["model"], entry["dataset"], name), k)
             if other != k:
@@ -185,12 +198,13 @@ def plan(config: dict, context: Optional[RunContext] = None) -> tuple[list[Unit]
     for entry in config["suite"]:
         adapter = context.adapter(entry["model"])
         examples, notes = context.examples(adapter, entry["dataset"], entry.get("split"))
-        ids = [e.id for e in sample(examples, entry["n"], config["seed"])]
+        chosen = sample(examples, entry["n"], config["seed"])
+        ids = [e.id for e in chosen]
         samples.append({"model": entry["model"], "dataset": entry["dataset"], "evals": entry["evals"],
                         "example_ids": ids, **notes})
         evaluations = configured(EVALS, entry["evals"], entry.get("eval_params"))
         methods, named = select_methods(adapter, entry["methods"], entry.get("method_params"))
-        units += plan_units(adapter, entry["dataset"], entry.get("split"), evaluations, methods, named, ids,
+        units += plan_units(adapter, entry["dataset"], entry.get("split"), evaluations, methods, named, chosen,
                             config["shard_size"])
     return units, samples
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+import torch
+
 from .errors import InputError
 
 KINDS = ("auto", "cls", "position", "mask", "next", "class", "token", "contrast")
@@ -98,23 +100,38 @@ def no_head_reason(adapter) -> Optional[str]:
 
 @dataclass(frozen=True)
 class ResolvedTarget:
-    """A target made concrete for one text: which logit (or logit difference) is explained."""
+    """A target made concrete for one text: the row read and the logit (or logit difference) explained.
 
-    head: str
+    ``head`` is None for a model without an output head: only the row is defined then, which is all
+    that row-reading methods (rollouts, maps) use.
+    """
+
+    head: Optional[str]
     row: int  # the position whose output is read (classifiers: the row rollouts use)
-    index: int  # class index or vocabulary id
+    index: Optional[int] = None  # class index or vocabulary id (None: the model has no head)
     contrast_index: Optional[int] = None
+    target: Target = Target()  # as written
+    explains: str = ""  # what the index means, for people: "class 1 (positive)", "'Ġare' - 'Ġis'"
 
     def logit(self, logits):
         """(B, ...) model logits -> (B,) explained score (a logit, or a logit difference)."""
-        at = logits if self.head == "classifier" else logits[:, self.row]
+        at = self._at(logits)
         score = at[:, self.index]
         return score if self.contrast_index is None else score - at[:, self.contrast_index]
 
     def probability(self, logits):
         """(B,) probability of the explained class/token (the correct one, for contrasts)."""
-        at = logits if self.head == "classifier" else logits[:, self.row]
-        return at.softmax(-1)[:, self.index]
+        return self._at(logits).softmax(-1)[:, self.index]
+
+    def _at(self, logits):
+        if self.head is None:
+            raise InputError(f"target '{self.target}' reads no logit: the model has no output head")
+        return logits if self.head == "classifier" else logits[:, self.row]
+
+    def meta(self) -> dict:
+        """What every result records about its target."""
+        return {"target": str(self.target), "row": self.row, "index": self.index, "contrast_index": self.contrast_index,
+                "explains": self.explains}
 
 
 def _token_id(adapter, word: str) -> int:
@@ -122,23 +139,39 @@ def _token_id(adapter, word: str) -> int:
     ids = adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
     if len(ids) != 1:
         raise InputError(f"'{word}' is {len(ids)} tokens for '{adapter.name}'; a token target must be one token")
+    if ids[0] == adapter.tokenizer.unk_token_id:
+        raise InputError(f"'{word}' is not in the vocabulary of '{adapter.name}' (it reads as "
+                         f"{adapter.tokenizer.unk_token}); a token target must be a known token")
     return ids[0]
 
 
-def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> ResolvedTarget:
-    """Fix the class/token a target refers to; ``logits`` (of the unperturbed text) give predictions.
+def _class_name(adapter, label: int) -> str:
+    name = (getattr(adapter.model.config, "id2label", None) or {}).get(label)
+    return f"class {label}" + (f" ({name})" if name and name != f"LABEL_{label}" else "")
 
-    ``logits`` may be a tensor or a function returning one: it is called only for targets that need
-    the model's prediction (auto, cls, mask, next), so explicit targets cost no forward pass.
+
+def resolve(adapter, input_ids: list[int], target: Target, logits=None, predict: bool = True) -> ResolvedTarget:
+    """Validate a target against the model and one text, and fix the class/token it refers to.
+
+    The one place targets are checked: every method, evaluation, leaderboard unit and ``score``
+    comes through here, so a target that does not fit the model is the same error everywhere.
+    ``logits`` (of the unperturbed text) give predictions; it may be a tensor or a function
+    returning one, called only for targets that need the model's prediction (auto, cls, mask, next).
+    ``predict=False`` only validates: such targets then come back with ``index`` None.
     """
-    def predicted(at_row: bool) -> int:
+    def predicted(at_row: bool) -> Optional[int]:
+        if not predict:
+            return None
         values = logits() if callable(logits) else logits
         return int((values[0, row] if at_row else values[0]).argmax())
 
     head = head_kind(adapter)
-    if head is None:
-        raise InputError(no_head_reason(adapter))
     row = explained_row(adapter, input_ids, target)
+    if head is None:
+        if target.kind in ("class", "token", "contrast"):
+            raise InputError(f"target '{target}' needs an output head, and '{adapter.name}' "
+                             f"({type(adapter.model).__name__}) has none: use auto, cls or position:N")
+        return ResolvedTarget(None, row, target=target, explains=f"row {row} (no output head)")
     if head in ("classifier", "token_classifier"):
         if target.kind in ("token", "contrast", "next") or (head == "classifier" and target.kind == "mask"):
             raise InputError(f"'{adapter.name}' is a classifier: use --target class:K or auto (predicted class)")
@@ -146,10 +179,22 @@ def resolve(adapter, input_ids: list[int], target: Target, logits=None) -> Resol
         if target.label is not None and not 0 <= target.label < n_classes:
             raise InputError(f"class {target.label} does not exist: '{adapter.name}' has classes 0..{n_classes - 1}")
         label = target.label if target.label is not None else predicted(at_row=head != "classifier")
-        return ResolvedTarget(head, row, label)
+        return ResolvedTarget(head, row, label, target=target,
+                              explains="predicted class" if label is None else _class_name(adapter, label))
     if target.kind == "class":
         raise InputError(f"'{adapter.name}' is a language model: use --target token:WORD, contrast:A/B or auto")
-    if target.kind in ("token", "contrast"):
-        contrast = _token_id(adapter, target.contrast) if target.kind == "contrast" else None
-        return ResolvedTarget(head, row, _token_id(adapter, target.token), contrast)
-    return ResolvedTarget(head, row, predicted(at_row=True))  # the model's own prediction
+    token = _token_id(adapter, target.token) if target.kind in ("token", "contrast") else predicted(at_row=True)
+    contrast = _token_id(adapter, target.contrast) if target.kind == "contrast" else None
+    if token is None:
+        return ResolvedTarget(head, row, None, None, target, "predicted token")
+    names = adapter.tokenizer.convert_ids_to_tokens([token] + ([] if contrast is None else [contrast]))
+    return ResolvedTarget(head, row, token, contrast, target, " - ".join(repr(n) for n in names))
+
+
+@torch.no_grad()
+def resolve_text(adapter, input_ids: list[int], target: Target | str | None) -> ResolvedTarget:
+    """:func:`resolve` on one tokenised text; the model runs only if the target needs its prediction."""
+    target = target if isinstance(target, Target) else Target.parse(target)
+    ids = torch.tensor([input_ids])
+    return resolve(adapter, input_ids, target,
+                   lambda: adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits)

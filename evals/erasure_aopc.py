@@ -15,9 +15,9 @@ AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through
 import numpy as np
 
 from attrbench.evaluation import Evaluation
-from attrbench.perturb import ceil_count, resolved_target, target_probabilities
+from attrbench.perturb import ceil_count, target_probabilities
 from attrbench.registry import EVALS
-from attrbench.targets import explained_row
+from attrbench.targets import explained_row, resolve_text
 from attrbench.tokens import non_special
 
 BINS = (1, 5, 10, 20, 50)
@@ -37,7 +37,7 @@ class ErasureAOPC(Evaluation):
             comp, suff = [], []
             for example, result in zip(examples, results):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                target, resolved = resolved_target(adapter, example.target, ids)
+                resolved = resolve_text(adapter, ids, example.target)
                 positions = non_special(adapter, ids)
                 ranked = positions[np.argsort(-result.values[positions], kind="stable")]
                 variants = [ids]
@@ -47,7 +47,7 @@ class ErasureAOPC(Evaluation):
                         top.discard(ranked[-1])
                     variants.append([t for p, t in enumerate(ids) if p not in top])
                     variants.append([t for p, t in enumerate(ids) if p in top or p not in set(positions.tolist())])
-                rows = [explained_row(adapter, list(v), target) for v in variants]
+                rows = [explained_row(adapter, list(v), resolved.target) for v in variants]
                 p = target_probabilities(adapter, resolved, variants, rows)
                 comp.append(p[0] - p[1::2])
                 suff.append(p[0] - p[2::2])

@@ -12,7 +12,7 @@ import numpy as np
 from attrbench.errors import InputError
 from attrbench.method import Method, MethodResult
 from attrbench.params import Param
-from attrbench.perturb import resolved_target, target_probabilities
+from attrbench.perturb import target_probabilities
 from attrbench.registry import METHODS
 from attrbench.targets import no_head_reason
 
@@ -44,19 +44,17 @@ class BlankOut(Method):
                 return candidate
         raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
 
-    def run(self, adapter, texts, *, target, layers, truncate) -> list[MethodResult]:
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
         blank = self._blank_id(adapter)
         results = []
-        for b, n in enumerate(batch.lengths):
+        for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids = batch.input_ids[b, :n].tolist()
-            _, resolved = resolved_target(adapter, target, ids)
             variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
             probs = target_probabilities(adapter, resolved, variants, [resolved.row] * (n + 1),
                                          self.get_params()["batch_size"])
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
-                                        {"target": str(target), "row": resolved.row, "index": resolved.index,
-                                         "blank_id": blank, "p_target": float(probs[0]),
+                                        {"blank_id": blank, "p_target": float(probs[0]),
                                          "truncated": batch.truncated[b]}))
         return results
 

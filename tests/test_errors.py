@@ -93,3 +93,90 @@ def test_cli_errors_are_one_line_exit_2(capsys):
     err = capsys.readouterr().err
     assert err.startswith("error: ") and err.count("\n") == 1
     assert main(["decompose", "--model", "tiny-bert", "--text", "hi", "--layers", "x"]) == 2
+
+
+BAD_TARGETS = {  # (model, target) -> the words of the one error every method gives
+    ("tiny-gpt2", "token:notaword"): "not in the vocabulary",
+    ("tiny-gpt2", "token:dogs run"): "a token target must be one token",
+    ("tiny-gpt2", "class:3"): "is a language model",
+    ("tiny-llama", "contrast:is/"): "a token target must be one token",
+    ("tiny-bert", "token:are"): "needs a [MASK] token",
+    ("tiny-bert", "next"): "is not a causal LM",
+    ("tiny-bert", "position:40"): "outside the",
+    ("tiny-bert", "class:0"): "is a language model",
+}
+
+
+@pytest.mark.parametrize("model,target", list(BAD_TARGETS))
+def test_bad_target_is_the_same_error_for_every_method(tiny_models, model, target):
+    """Targets are validated once, before any method runs: rollouts and maps refuse what gradients refuse."""
+    from attrbench.registry import METHODS
+
+    adapter = tiny_models[(model, "float32")]
+    messages = set()
+    for method in METHODS.all():
+        if method.supports(adapter) is None:
+            with pytest.raises(InputError) as err:
+                method(adapter, ["the keys to the cabinet"], target=target)
+            _one_line(err)
+            messages.add(str(err.value))
+    assert len(messages) == 1 and BAD_TARGETS[(model, target)] in messages.pop()
+
+
+def test_every_method_records_the_resolved_target(tiny_models):
+    from attrbench.registry import METHODS
+
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    ids = adapter.tokenizer(" is are")["input_ids"]
+    for method in METHODS.all():
+        if method.supports(adapter) is None:
+            meta = method(adapter, ["the keys to the cabinet"], target="contrast:are/is")[0].meta
+            assert (meta["target"], meta["row"], meta["index"], meta["contrast_index"]) == \
+                ("contrast:are/is", 4, ids[1], ids[0]), method.name
+            assert meta["explains"] == "'are' - 'is'"
+
+
+def test_headless_model_takes_row_targets_only(tmp_path):
+    model, tok = build_tiny("tiny-bert")
+    model.bert.save_pretrained(tmp_path)  # the encoder without its masked-LM head
+    tok.save_pretrained(tmp_path)
+    adapter = load_model(str(tmp_path))
+    from attrbench.registry import METHODS
+
+    result = METHODS.get("alti")(adapter, ["a wonderful film"], target="position:2")[0]
+    assert result.meta["row"] == 2 and result.meta["index"] is None
+    with pytest.raises(InputError, match="needs an output head"):
+        METHODS.get("alti")(adapter, ["a wonderful film"], target="class:1")
+
+
+def test_cli_bad_target_one_line_for_rollouts(capsys):
+    """The issue's example: a token target that is no token was a silent result for alti."""
+    for method in ("alti", "grad_l2", "attn_rollout"):
+        assert main(["attribute", "--model", "tiny-gpt2", "--method", method, "--text", "the keys",
+                     "--target", "token:notaword"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "notaword" in err
+
+
+def test_user_text_in_an_error_stays_one_line(capsys):
+    assert main(["attribute", "--model", "tiny-gpt2", "--method", "alti", "--text", "a", "--target", "x\r\ny"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "x\\r\\ny" in err
+    assert main(["attribute", "--model", "tiny-gpt2", "--text", "a"]) == 2  # argparse: one line too
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--method" in err and "--help" in err
+
+
+def test_planner_validates_every_target_before_any_unit_runs(tiny_models):
+    from attrbench.datasets import Example
+    from attrbench.planning import plan_units, select_methods
+    from attrbench.registry import EVALS
+
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    methods, named = select_methods(adapter, ["alti"])
+    good = Example("mine:1", "the keys to the cabinet", "contrast:are/is", {})
+    assert len(plan_units(adapter, "mine", None, [EVALS.get("erasure_aopc")], methods, named, [good])) == 1
+    bad = Example("mine:2", "the keys to the cabinet", "class:1", {})
+    with pytest.raises(InputError, match="example mine:2: 'tiny-gpt2' is a language model") as err:
+        plan_units(adapter, "mine", None, [EVALS.get("erasure_aopc")], methods, named, [good, bad])
+    _one_line(err)
