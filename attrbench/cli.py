@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .decompose.ff_split import FF_ATTRIBUTIONS
-from .errors import AttrbenchError, InputError
+from .errors import AttrbenchError, InputError, one_line
 
 
 def _quiet_transformers() -> None:
@@ -260,8 +260,15 @@ def cmd_score(args) -> None:
     print(f"\nresults: {path} (+ .csv)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (like every other error) that points to --help."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {one_line(message)}; see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="attrbench", description=__doc__)
+    parser = _Parser(prog="attrbench", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("models", help="list the models that load here")
@@ -363,7 +370,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exit_:  # usage errors (one line, exit 2), --help (exit 0)
+        return int(exit_.code or 0)
     try:
         args.func(args)
     except AttrbenchError as err:

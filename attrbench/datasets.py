@@ -15,6 +15,7 @@ seeded and every example carries a stable id (``dataset:split:row``) recorded wi
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -69,7 +70,14 @@ def data_path(relative: str, data_dir: Optional[str | Path] = None) -> Path:
 
 def read_tsv(path: Path, header: list[str]) -> list[dict]:
     """Rows of a tab-separated file whose header starts with ``header``; malformed rows name their line."""
-    with open(path, newline="", encoding="utf-8") as f:
+    raw = Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise InputError(f"{path} line {line}: not UTF-8 text (byte "
+                         f"{raw[err.start]:#04x}); save the file as UTF-8") from None
+    with io.StringIO(text, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         try:
             first = next(reader)
@@ -225,6 +233,8 @@ def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example
         raise InputError("the dataset has no usable example for this model (all skipped)")
     if n is not None and n < 1:
         raise InputError(f"--n {n}: the sample must hold at least one example")
+    if seed < 0:
+        raise InputError(f"--seed {seed}: the sampling seed must be 0 or more")
     if n is None or n >= len(examples):
         return list(examples)
     picked = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))

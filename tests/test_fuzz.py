@@ -1,0 +1,401 @@
+"""Property-based fuzzing of the public surfaces (hypothesis): CLI commands, run configs, data files.
+
+Invariant for every generated case: exit 0 with a well-formed result (every number finite, one score
+per token), or exit 2 with exactly one line on stderr that starts with "error:"; never a traceback
+(any other exception fails the test) and never a partial result file or store row.
+
+Tiny models keep it fast: CI runs 100 derandomised (repeatable) cases per surface, about 30 s.
+``ATTRBENCH_FUZZ_EXAMPLES=N`` runs N fresh random cases per surface instead, and
+``ATTRBENCH_FUZZ_REPORT=FILE`` writes how many were tried per surface and which errors they gave.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import os
+import re
+import sqlite3
+from collections import Counter, defaultdict
+from pathlib import Path
+
+import pytest
+import transformers as hf
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from attrbench.cli import main
+from attrbench.models.tiny import VOCAB, build_tiny
+from attrbench.registry import EVALS, METHODS
+from attrbench.targets import KINDS, Target
+
+EXAMPLES = int(os.environ.get("ATTRBENCH_FUZZ_EXAMPLES", "100"))
+FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                derandomize="ATTRBENCH_FUZZ_EXAMPLES" not in os.environ,
+                suppress_health_check=list(HealthCheck))
+OUTCOMES: dict[str, Counter] = defaultdict(Counter)  # surface -> {"ok": k, "error": k}
+MESSAGES: dict[str, Counter] = defaultdict(Counter)  # surface -> {error message start: k}
+
+DATA = Path(__file__).resolve().parents[1] / "attrbench" / "data"
+MODELS = ["tiny-bert", "tiny-roberta", "tiny-distilbert", "tiny-gpt2", "tiny-opt", "tiny-llama"]
+SCORE_METHODS = sorted(m.name for m in METHODS.all() if m.output == "scores")
+MAP_METHODS = sorted(m.name for m in METHODS.all() if m.output == "maps")
+SPECIAL_STRINGS = ["[CLS]", "[SEP]", "[MASK]", "[PAD]", "[UNK]", "<|endoftext|>", "<s>", "</s>", "***mask***"]
+ODD_STRINGS = ["", " ", "\t\n", "\x00", "\x1b[31m", "\u200b", "🙂😀🚀", "你好世界", "مرحبا", "Ωμέγα", "é" * 3,
+               "\ud7ff", "-", "--json", "NaN", "1e309", "'\"", "\\"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _report():
+    yield
+    if os.environ.get("ATTRBENCH_FUZZ_REPORT"):
+        Path(os.environ["ATTRBENCH_FUZZ_REPORT"]).write_text(json.dumps(
+            {"outcomes": OUTCOMES, "errors": {k: dict(c.most_common(12)) for k, c in MESSAGES.items()}}, indent=1))
+
+
+@pytest.fixture(scope="module")
+def classifier(tmp_path_factory) -> str:
+    """A local folder holding a randomly initialised 3-class BERT classifier (class:K targets); beside it,
+    ``<folder>-binary`` a 2-class one (the SST-2 evaluations take any binary classifier)."""
+    base, tok = build_tiny("tiny-bert")
+    root = tmp_path_factory.mktemp("classifiers")
+    for folder, labels in ((root / "c", 3), (root / "c-binary", 2)):
+        hf.BertForSequenceClassification(hf.BertConfig(**{**base.config.to_dict(), "num_labels": labels})
+                                         ).save_pretrained(folder)
+        tok.save_pretrained(folder)
+    return str(root / "c")
+
+
+# -- strategies ------------------------------------------------------------------------------
+words = st.sampled_from(VOCAB[5:] + SPECIAL_STRINGS + ODD_STRINGS + ["unknownword", "keys,", "cabinet."])
+texts = st.one_of(
+    st.lists(words, min_size=0, max_size=12).map(" ".join),
+    st.text(max_size=24),
+    st.sampled_from(ODD_STRINGS + SPECIAL_STRINGS),
+    st.integers(60, 80).map(lambda n: " ".join(["film"] * n)),  # longer than the tiny models' 64 positions
+)
+arg = st.one_of(st.integers(-70, 70).map(str), words, st.text(max_size=6))
+targets = st.one_of(
+    st.sampled_from(["auto", "cls", "mask", "next", "class:0", "class:1", "class:2", "class:3", "position:0",
+                     "position:-1", "token:the", "token:keys", "contrast:is/are", "contrast:are/is"]),
+    st.builds(lambda k, a: f"{k}:{a}", st.sampled_from(KINDS), arg),
+    st.builds(lambda a, b: f"contrast:{a}/{b}", arg, arg),
+    st.text(max_size=12),
+)
+dtypes = st.sampled_from(["float32"] * 8 + ["float64"] * 3 + ["float16", ""])  # mostly valid: reach the code
+layer_lists = st.one_of(st.none(), st.lists(st.integers(-3, 3), max_size=3).map(lambda v: ",".join(map(str, v))),
+                        st.sampled_from(["0-1", "1-0", "0-9", "a", "0,,1", "-1", " "]), st.text(max_size=5))
+
+
+def plugin_list(names: list[str], min_size: int = 1):
+    """Comma-separated plugin names, mostly known ones."""
+    return st.lists(st.sampled_from(names * 8 + ["nope", "", "ALL", "all"]), min_size=min_size,
+                    max_size=3).map(",".join)
+
+
+# -- invariant -------------------------------------------------------------------------------
+def run_cli(surface: str, argv: list[str]) -> tuple[int, str]:
+    """Run the CLI in-process; return (exit code, stdout). Fails on a traceback or a malformed error."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse
+            code = exit_.code
+    lines = [line for line in err.getvalue().splitlines() if line.strip()]
+    assert code in (0, 2), f"{argv}: exit {code}\n{err.getvalue()}"
+    if code == 2:
+        assert len(lines) == 1 and lines[0].startswith("error: "), f"{argv}: not a one-line error:\n{err.getvalue()}"
+    OUTCOMES[surface]["ok" if code == 0 else "error"] += 1
+    if code == 2:
+        MESSAGES[surface][re.sub(r"/tmp/\S+", "FILE", lines[0])[:70]] += 1
+    return code, out.getvalue()
+
+
+def assert_finite(value, where: str) -> None:
+    """Every number in a JSON value is finite (None marks an undefined value and is allowed)."""
+    if isinstance(value, float):
+        assert math.isfinite(value), f"{where}: non-finite number {value}"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            assert_finite(v, f"{where}.{k}")
+    elif isinstance(value, list):
+        for k, v in enumerate(value):
+            assert_finite(v, f"{where}[{k}]")
+
+
+def loads_strict(text: str):
+    return json.loads(text, parse_constant=lambda c: pytest.fail(f"non-finite {c} in the JSON output"))
+
+
+def files_under(folder: Path) -> set[Path]:
+    return set(folder.rglob("*")) if folder.exists() else set()
+
+
+# -- CLI: attribute, decompose ---------------------------------------------------------------
+@FUZZ
+@given(model=st.sampled_from(MODELS + ["classifier"]), methods=plugin_list(SCORE_METHODS + MAP_METHODS[:1]),
+       text=texts, target=targets, dtype=dtypes, truncate=st.booleans())
+def test_fuzz_attribute(classifier, model, methods, text, target, dtype, truncate):
+    argv = ["attribute", "--model", classifier if model == "classifier" else model, f"--method={methods}",
+            f"--text={text}", f"--target={target}", f"--dtype={dtype}", "--json"] + (["--truncate"] if truncate else [])
+    code, out = run_cli("attribute", argv)
+    if code == 0:
+        payload = loads_strict(out)
+        for result in payload if isinstance(payload, list) else [payload]:
+            assert len(result["scores"]) == len(result["tokens"]) > 0
+            assert_finite(result, "attribute")
+            assert result["target"] == str(Target.parse(target))
+            assert isinstance(result["row"], int) and 0 <= result["row"] < len(result["tokens"])
+
+
+@FUZZ
+@given(model=st.sampled_from(MODELS), text=st.lists(texts, min_size=1, max_size=2),
+       scopes=st.one_of(st.none(), plugin_list(MAP_METHODS)), layers=layer_lists, dtype=dtypes,
+       value_bias=st.sampled_from(["token"] * 4 + ["bias", "both"]), ff=st.sampled_from(["ig"] * 4 + ["shapley-exact", "x"]),
+       truncate=st.booleans())
+def test_fuzz_decompose(model, text, scopes, layers, dtype, value_bias, ff, truncate):
+    argv = ["decompose", "--model", model, f"--dtype={dtype}", f"--value-bias={value_bias}",
+            f"--ff-attribution={ff}", "--json"] + [f"--text={t}" for t in text]
+    argv += ([f"--scopes={scopes}"] if scopes is not None else []) + ([f"--layers={layers}"] if layers is not None
+                                                                       else []) + (["--truncate"] if truncate else [])
+    code, out = run_cli("decompose", argv)
+    if code == 0:
+        payload = loads_strict(out)
+        for dec in payload if isinstance(payload, list) else [payload]:
+            n = len(dec["tokens"])
+            assert n > 0 and dec["maps"]
+            for scope, maps in dec["maps"].items():
+                assert all(len(grid) == n and all(len(row) == n for row in grid) for grid in maps), scope
+            assert_finite(dec, "decompose")
+
+
+# -- CLI: eval, score ------------------------------------------------------------------------
+datasets = st.sampled_from(["sva-generated"] * 6 + ["sva-linzen"] * 2 + ["sst2"] * 2 + ["nope", ""])
+
+
+@FUZZ
+@given(model=st.sampled_from(["tiny-bert", "tiny-gpt2", "tiny-llama", "classifier"]), dataset=datasets,
+       evals=plugin_list(sorted(EVALS.names())), methods=plugin_list(SCORE_METHODS, 0), n=st.sampled_from([1, 2, 3, 3, 0, -2]),
+       seed=st.one_of(st.integers(-3, 3), st.just(2 ** 40)), split=st.sampled_from([None, "dev", "test", "val", "x"]))
+def test_fuzz_eval(tmp_path_factory, classifier, model, dataset, evals, methods, n, seed, split):
+    if model == "classifier" and dataset == "sst2":  # a 3-class classifier is no SST-2 model: a binary one is
+        model = "binary"
+    out_dir = tmp_path_factory.mktemp("eval")
+    folder = {"classifier": classifier, "binary": classifier + "-binary"}.get(model, model)
+    argv = ["eval", "--model", folder, f"--dataset={dataset}",
+            f"--eval={evals}", f"--method={methods}", f"--n={n}", f"--seed={seed}", "--out", str(out_dir), "--json"]
+    code, out = run_cli("eval", argv + ([f"--split={split}"] if split else []))
+    written = files_under(out_dir)
+    if code == 0:
+        records = loads_strict(out)
+        assert records and len(written) == 2  # the results JSON and its CSV
+        assert_finite(records, "eval")
+        for record in records:
+            assert len(record["values"]) == record["n"] + record["n_undefined"] or record["eval"] in ("timing",)
+    else:
+        assert not written, f"an error left files behind: {written}"
+
+
+def _attribution_lines(seed: int) -> list[str]:
+    """Well-formed external attributions for tiny-bert on sva-generated (computed by attrbench itself)."""
+    from attrbench import load_model
+    from attrbench.datasets import examples_for, sample
+
+    adapter = load_model("tiny-bert")
+    examples = sample(examples_for(adapter, "sva-generated")[0], 3, seed)
+    lines = []
+    for e in examples:
+        ids = adapter.tokenizer(e.text)["input_ids"]
+        scores = [float(k % 3) for k in range(len(ids))]
+        lines.append(json.dumps({"id": e.id, "tokens": adapter.tokenizer.convert_ids_to_tokens(ids), "scores": scores}))
+    return lines
+
+
+GOOD_LINES = None
+
+
+def _mutate(line: str, how: str, data) -> bytes:
+    obj = json.loads(line)
+    if how == "truncate":
+        return line.encode()[:data.draw(st.integers(0, len(line)))]
+    if how == "drop":
+        obj.pop(data.draw(st.sampled_from(sorted(obj))))
+    elif how == "retype":
+        key = data.draw(st.sampled_from(sorted(obj)))
+        obj[key] = data.draw(st.one_of(st.none(), st.integers(), st.floats(allow_nan=True), st.text(max_size=4),
+                                       st.lists(st.integers(), max_size=3), st.booleans()))
+    elif how == "scores":
+        obj["scores"] = data.draw(st.lists(st.one_of(st.floats(), st.integers(), st.text(max_size=2)),
+                                           max_size=len(obj["scores"]) + 1))
+    elif how == "bad_utf8":
+        raw = line.encode()
+        cut = data.draw(st.integers(0, len(raw)))
+        return raw[:cut] + data.draw(st.sampled_from([b"\xff", b"\xc3", b"\xed\xa0\x80", b"\x80\x80"])) + raw[cut:]
+    elif how == "text":
+        obj.pop("id")
+        obj["text"] = data.draw(texts)
+    return json.dumps(obj).encode()
+
+
+@FUZZ
+@given(data=st.data(), how=st.lists(st.sampled_from(["keep"] * 12 + ["truncate", "drop", "retype", "scores",
+                                                                   "bad_utf8", "text", "blank"]), min_size=0, max_size=3),
+       evals=st.sampled_from(["faithfulness_corr"] * 3 + ["erasure_aopc", "faithfulness_corr,erasure_aopc", "timing", ""]))
+def test_fuzz_score(tmp_path_factory, data, how, evals):
+    global GOOD_LINES
+    GOOD_LINES = GOOD_LINES or _attribution_lines(0)
+    lines = [b"" if h == "blank" else _mutate(GOOD_LINES[k % len(GOOD_LINES)], h, data) if h != "keep"
+             else GOOD_LINES[k % len(GOOD_LINES)].encode() for k, h in enumerate(how)]
+    folder = tmp_path_factory.mktemp("score")
+    path = folder / "attributions.jsonl"
+    path.write_bytes(b"\n".join(lines))
+    out_dir = folder / "out"
+    code, out = run_cli("score", ["score", "--attributions", str(path), "--model", "tiny-bert", f"--eval={evals}",
+                                  "--dataset=sva-generated", "--out", str(out_dir), "--json"])
+    if code == 0:
+        records = loads_strict(out)
+        assert records and len(files_under(out_dir)) == 2
+        assert_finite(records, "score")
+    else:
+        assert not files_under(out_dir)
+
+
+# -- run configs (TOML and YAML) ------------------------------------------------------------
+CHEAP_EVALS = ["faithfulness_corr", "erasure_aopc", "mixing_ratio", "timing"]
+value = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.floats(allow_nan=False, allow_infinity=False),
+                  st.text(max_size=6), st.lists(st.integers(0, 2), max_size=2),
+                  st.dictionaries(st.text(max_size=3), st.integers(), max_size=1))
+valid_suite = st.fixed_dictionaries(
+    {"model": st.sampled_from(["tiny-bert", "tiny-gpt2"]), "dataset": st.just("sva-generated"),
+     "evals": st.lists(st.sampled_from(CHEAP_EVALS), min_size=1, max_size=2, unique=True),
+     "n": st.integers(1, 2), "methods": st.lists(st.sampled_from(["attn_rollout", "grad_l2", "alti"]), min_size=1,
+                                                  max_size=2, unique=True)},
+    optional={"method_params": st.sampled_from([{"grad_l2": {}}, {"alti": {"value_bias": "bias"}}]),
+              "eval_params": st.sampled_from([{"faithfulness_corr": {"rank": "dense"}}])})
+fuzzed_suite = st.fixed_dictionaries(
+    {"model": st.sampled_from(["tiny-bert", "tiny-gpt2", "nope"]), "dataset": st.sampled_from(["sva-generated", "sst2", "x"]),
+     "evals": st.lists(st.sampled_from(CHEAP_EVALS + ["nope"]), min_size=0, max_size=2, unique=True)},
+    optional={"n": st.one_of(st.integers(-1, 2), value), "methods": st.one_of(
+                  st.just("all"), st.just("some"), value,
+                  st.lists(st.sampled_from(["attn_rollout", "grad_l2", "nope"]), max_size=2, unique=True)),
+              "split": st.sampled_from(["dev", "x"]), "method_params": st.sampled_from([
+                  {}, {"integrated_gradients": {"n_steps": 4}}, {"integrated_gradients": {"n_steps": 0}},
+                  {"grad_l2": {"x": 1}}, {"alti": "no"}, {"attn_rollout": {"value_bias": "x"}}]),
+              "eval_params": st.one_of(value, st.sampled_from([{}, {"faithfulness_corr": {"rank": "dense"}},
+                                                               {"faithfulness_corr": {"rank": 3}}])),
+              "more": value})
+valid_top = st.fixed_dictionaries({}, optional={"name": st.just("fuzz"), "seed": st.integers(0, 2),
+                                                "dtype": st.sampled_from(["float32", "float64"]),
+                                                "shard_size": st.integers(1, 3)})
+fuzzed_top = st.fixed_dictionaries({}, optional={"name": st.one_of(st.text("abcxyz-_ /.", max_size=8), value),
+                                                 "seed": st.one_of(st.integers(-2, 2), value),
+                                                 "dtype": st.sampled_from(["float32", "half", 3]),
+                                                 "shard_size": st.one_of(st.integers(-1, 3), value), "bogus": value})
+
+
+@FUZZ
+@given(top=st.one_of(valid_top, valid_top, fuzzed_top),
+       suites=st.lists(st.one_of(valid_suite, valid_suite, fuzzed_suite), min_size=0, max_size=2),
+       fmt=st.sampled_from(["toml", "toml", "yaml", "garbage"]))
+def test_fuzz_run_config(tmp_path_factory, top, suites, fmt):
+    """Leaderboard configs: random keys, types and values; a valid one runs on tiny models (n <= 2)."""
+    import yaml
+
+    folder = tmp_path_factory.mktemp("run")
+    config = {**{k: v for k, v in top.items() if v is not None},
+              "suite": [{k: v for k, v in s.items() if v is not None} for s in suites]}
+    path = folder / f"config.{'yml' if fmt == 'yaml' else 'toml'}"
+    if fmt == "yaml":
+        path.write_text(yaml.safe_dump(config))
+    elif fmt == "toml":
+        path.write_text(_toml(config))
+    else:
+        path.write_bytes(_toml(config).encode()[: len(_toml(config)) // 2] + b"\xff[[")
+    code, out = run_cli("run config", ["run", str(path), "--out", str(folder / "runs"), "--json"])
+    for store in (folder / "runs").rglob("*.sqlite"):  # whatever was stored is whole and finite
+        with sqlite3.connect(store) as db:
+            for (payload,) in db.execute("SELECT payload FROM units"):
+                assert_finite(loads_strict(payload), "store")
+    if code == 0:
+        summary = loads_strict(out)
+        assert Path(summary["leaderboard"]).is_file() and Path(summary["html"]).is_file()
+
+
+def _toml(config: dict) -> str:
+    """A small TOML writer for the generated configs (values: scalars, lists, one-level tables)."""
+    def literal(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, (int, float)):
+            return repr(v)
+        if isinstance(v, str):
+            return json.dumps(v)
+        if isinstance(v, list):
+            return "[" + ", ".join(literal(x) for x in v) + "]"
+        if isinstance(v, dict):
+            return "{" + ", ".join(f"{json.dumps(k)} = {literal(x)}" for k, x in v.items()) + "}"
+        raise TypeError(v)
+
+    lines = [f"{k} = {literal(v)}" for k, v in config.items() if k != "suite" and v is not None]
+    for entry in config["suite"]:
+        lines.append("[[suite]]")
+        lines += [f"{k} = {literal(v)}" for k, v in entry.items()]
+    return "\n".join(lines) + "\n"
+
+
+# -- data files (the shipped TSV layouts through --data-dir) ---------------------------------
+@FUZZ
+@given(data=st.data(), how=st.lists(st.sampled_from(["keep"] * 6 + ["truncate", "drop_column", "retype", "bad_utf8",
+                                                     "empty", "extra_tab", "crlf"]), min_size=1, max_size=3),
+       model=st.sampled_from(["tiny-bert", "tiny-gpt2"]))
+def test_fuzz_data_files(tmp_path_factory, data, how, model):
+    folder = tmp_path_factory.mktemp("data")
+    source = (DATA / "sva" / "generated_en.tsv").read_bytes().splitlines()
+    rows = [source[0]] + source[1:40]
+    for h in how:
+        k = data.draw(st.integers(0, len(rows) - 1))
+        if h == "truncate":
+            rows[k] = rows[k][:data.draw(st.integers(0, len(rows[k])))]
+        elif h == "drop_column":
+            cells = rows[k].split(b"\t")
+            del cells[data.draw(st.integers(0, len(cells) - 1))]
+            rows[k] = b"\t".join(cells)
+        elif h == "retype":
+            cells = rows[k].split(b"\t")
+            cells[data.draw(st.integers(0, len(cells) - 1))] = data.draw(st.sampled_from([b"", b"x", b"-1", b"99", b"1.5"]))
+            rows[k] = b"\t".join(cells)
+        elif h == "bad_utf8":
+            rows[k] = rows[k][:5] + b"\xff\xfe" + rows[k][5:]
+        elif h == "empty":
+            rows = rows[:1] if data.draw(st.booleans()) else []
+        elif h == "extra_tab":
+            rows[k] = rows[k] + b"\tmore"
+        elif h == "crlf":
+            rows[k] = rows[k] + b"\r"
+        if not rows:
+            break
+    (folder / "sva").mkdir()
+    (folder / "sva" / "generated_en.tsv").write_bytes(b"\n".join(rows))
+    out_dir = folder / "out"
+    code, out = run_cli("data file", ["eval", "--model", model, "--dataset=sva-generated", "--eval=faithfulness_corr",
+                                      "--method=attn_rollout", "--n=2", f"--data-dir={folder}", "--out", str(out_dir),
+                                      "--json"])
+    if code == 0:
+        assert_finite(loads_strict(out), "eval on a data file")
+    else:
+        assert not files_under(out_dir)
+
+
+def test_fuzz_invariant_catches_a_traceback(monkeypatch):
+    """The harness itself can fail: a bad input that raises a plain exception is reported, not passed."""
+    import attrbench.targets
+
+    def broken(text):
+        raise ValueError("deliberate")
+
+    monkeypatch.setattr(attrbench.targets.Target, "parse", classmethod(lambda cls, text: broken(text)))
+    with pytest.raises(ValueError, match="deliberate"):
+        run_cli("self-check", ["attribute", "--model", "tiny-bert", "--method", "grad_l2", "--text", "a film",
+                               "--target", "class:9"])
