@@ -20,6 +20,7 @@ import numpy as np
 from .errors import InputError
 from .method import Method, MethodResult
 from .params import Param
+from .stats import with_intervals
 
 
 class Precomputed(Method):
@@ -118,4 +119,4 @@ def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dat
     method = Precomputed(name, table, str(path))
     context.add_method(method)
     units = plan_units(adapter, dataset, None, evals, [method], True, chosen)
-    return [record for unit in units for record in run_unit(context, unit, 0, progress)]
+    return with_intervals([record for unit in units for record in run_unit(context, unit, 0, progress)])

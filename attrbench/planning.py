@@ -21,6 +21,7 @@ from .errors import InputError
 from .evaluation import EvalContext, Evaluation
 from .method import Method
 from .params import params_key
+from .stats import with_intervals
 from .targets import Target, resolve
 
 
@@ -163,4 +164,4 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     examples, _ = context.examples(adapter, dataset, split)
     chosen = sample(examples, n, seed)
     units = plan_units(adapter, dataset, split, evals, methods, named, chosen)
-    return [record for unit in units for record in run_unit(context, unit, seed, progress)]
+    return with_intervals([record for unit in units for record in run_unit(context, unit, seed, progress)], seed)

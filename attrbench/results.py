@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-TABLE_COLUMNS = ["model", "dataset", "eval", "method", "metric", "mean", "std", "n", "n_undefined"]
+TABLE_COLUMNS = ["model", "dataset", "eval", "method", "metric", "mean", "ci_low", "ci_high", "n", "n_undefined"]
 
 
 def library_versions() -> dict:
@@ -45,6 +45,9 @@ def table(records: list[dict]):
     import pandas as pd
 
     frame = pd.DataFrame(records)
+    if "ci" in frame:  # the 95 % bootstrap CI (None where it does not exist: n < 2)
+        frame["ci_low"] = [None if ci is None else ci[0] for ci in frame["ci"]]
+        frame["ci_high"] = [None if ci is None else ci[1] for ci in frame["ci"]]
     return frame[[c for c in TABLE_COLUMNS if c in frame.columns]]
 
 

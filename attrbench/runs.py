@@ -41,9 +41,10 @@ from typing import Iterable, Optional
 from .errors import AttrbenchError, InputError
 from .context import RunContext
 from .planning import Unit, plan_units, run_unit, select_methods
+from .stats import MIN_RESAMPLES, RESAMPLES, with_intervals
 
 DEFAULT_CONFIG = Path(__file__).parent / "default.toml"
-TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "suite": list}
+TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "bootstrap_resamples": int, "suite": list}
 SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "evals": list, "split": str,
               "method_params": dict, "eval_params": dict}
 PARAM_KEYS = ("method_params", "eval_params")  # may change between runs in one folder: they are in the unit keys
@@ -103,7 +104,8 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
             raise ConfigError(f"config key '{key}' is not known; allowed: {', '.join(TOP_KEYS)}")
         _check_type(key, value, TOP_KEYS[key])
     config = {"name": raw.get("name", Path(source).stem), "seed": raw.get("seed", 0),
-              "dtype": raw.get("dtype", "float32"), "shard_size": raw.get("shard_size", 20), "suite": []}
+              "dtype": raw.get("dtype", "float32"), "shard_size": raw.get("shard_size", 20),
+              "bootstrap_resamples": raw.get("bootstrap_resamples", RESAMPLES), "suite": []}
     if config["dtype"] not in DTYPES:
         raise ConfigError(f"config key 'dtype' is '{config['dtype']}'; allowed: {', '.join(DTYPES)}")
     name = config["name"]
@@ -114,6 +116,9 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         raise ConfigError("config key 'seed' must be 0 or more")
     if config["shard_size"] < 1:
         raise ConfigError("config key 'shard_size' must be at least 1")
+    if config["bootstrap_resamples"] < MIN_RESAMPLES:
+        raise ConfigError(f"config key 'bootstrap_resamples' is {config['bootstrap_resamples']}; allowed: "
+                          f"{MIN_RESAMPLES} or more (default {RESAMPLES})")
     if not raw.get("suite"):
         raise ConfigError("config has no [[suite]] entry: add at least one (model, dataset, evals)")
     method_names, eval_names = METHODS.names(), EVALS.names()
@@ -181,7 +186,7 @@ def _check_params(where: str, params: dict, registry, names) -> None:
 def config_hash(config: dict) -> str:
     """Identity of a run folder's experiment: everything but the name and the parameters (those are in
     the unit keys, so a changed parameter recomputes its units in the same folder)."""
-    body = {k: v for k, v in config.items() if k != "name"}
+    body = {k: v for k, v in config.items() if k not in ("name", "bootstrap_resamples")}  # statistics only
     body["suite"] = [{k: v for k, v in entry.items() if k not in PARAM_KEYS} for entry in config["suite"]]
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -376,4 +381,4 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
     finally:
         store.close()
     merged = [EVALS.get(key[2]).merge(shards) if len(shards) > 1 else shards[0] for key, shards in groups.items()]
-    return merged, meta
+    return with_intervals(merged, config["seed"], config.get("bootstrap_resamples", RESAMPLES)), meta

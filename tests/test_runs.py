@@ -1,6 +1,7 @@
 """Leaderboard runs: config validation, store, resume after SIGKILL, Ray, reports in a real browser."""
 import json
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -56,6 +57,8 @@ def test_config_errors_name_the_key(tmp_path):
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]\nmethods=['zz']", "unknown method 'zz'; allowed"),
              ("[[suite]]\ndataset='sst2'\nevals=[]", "config key 'suite[0].model' is missing"),
              ("[[suite]\n", "does not parse"),
+             ("bootstrap_resamples = 50\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']",
+              "'bootstrap_resamples' is 50; allowed: 100 or more"),
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']\n[[suite]]\nmodel='m'\ndataset='sst2'\n"
               "evals=['timing']", "timing on m / sst2 is already in suite[0]")]
     for text, message in cases:
@@ -214,6 +217,19 @@ def test_report_renders_in_headless_chromium(config_file, tmp_path):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
     assert leaderboard.count("\n## ") == 10 and "| rank | method | spearman ↑" in leaderboard
+    # the reference is shown, unranked; every other value is mean [CI]; tiers and CIs are explained once
+    assert "| reference | blank_out | 1.000 [1.000, 1.000] |" in leaderboard
+    assert re.search(r"\| 1=? \| alti \| -?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\] \|", leaderboard)
+    assert "Rank = significance tier" in leaderboard and "Rank = significance tier" in dom
+    assert "BCa, 9999 resamples" in leaderboard and "± " not in leaderboard
+    visible = re.sub(r'src="data:[^"]*"', "", page)  # base64 images may spell anything
+    assert not re.search(r"\bnan\b", visible + leaderboard, re.IGNORECASE)
+    statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
+    faithfulness = statistics["tiny-gpt2 · sva-generated · faithfulness_corr"]
+    assert faithfulness["reference"] == "blank_out" and set(faithfulness["tier"]) == {"alti"}
+    store = Store(tmp_path / "run" / "store.sqlite")
+    assert store.meta("statistics") == statistics  # p-values and tiers stored beside the units
+    store.close()
 
 
 def test_leaderboard_names_a_task_models_own_weights():

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import base64
 import html
+import json
 from pathlib import Path
 
 from ..results import write_atomic
 from ..runs import collect
+from ..stats import RESAMPLES
+from ..store import Store
 from .figures import make_figures
-from .tables import leaderboard_tables, markdown_table
+from .tables import CI_NOTE, TIER_NOTE, leaderboard_tables, markdown_table
 
 
 def _provenance_lines(meta: dict) -> list[str]:
@@ -48,18 +51,28 @@ def write_report(run_dir: str | Path) -> dict:
     records, meta = collect(run_dir)
     tables = leaderboard_tables(records)
     figures = make_figures(records, run_dir / "figures")
+    statistics = {title: stats for title, _, _, stats in tables if stats}
+    write_atomic(run_dir / "statistics.json", json.dumps(statistics, indent=1))
+    store = Store(run_dir / "store.sqlite")
+    try:
+        store.set_meta(statistics=statistics)  # the tiers and p-values beside the units they come from
+    finally:
+        store.close()
+    ci_note = CI_NOTE.format(resamples=meta["config"].get("bootstrap_resamples", RESAMPLES))
+    explain = [f"{ci_note[0].upper()}{ci_note[1:]}.", f"{TIER_NOTE[0].upper()}{TIER_NOTE[1:]}; p-values in "
+               "statistics.json.",
+               "Published numbers are from the papers' own models (BERT-base family, GPT-2), not from these "
+               "models: they are context, not a comparison."]
     md = [f"# attrbench leaderboard: {meta['config']['name']}", "", *_provenance_lines(meta), "",
-          "Values are mean ± std over examples. Published numbers are from the papers' own models (BERT-base "
-          "family, GPT-2), not from these models: they are context, not a comparison.", ""]
-    for title, frame, note in tables:
+          *[line for text in explain for line in (text, "")]]
+    for title, frame, note, _ in tables:
         md += [f"## {title}", "", f"_{note}_", "", markdown_table(frame), ""]
     md += ["## Figures", ""] + [f"![{t}](figures/{p.name})" for t, p in figures]
     write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
     body = [f"<h1>attrbench leaderboard: {html.escape(meta['config']['name'])}</h1>",
             "<ul>" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in _provenance_lines(meta)) + "</ul>",
-            "<p>Values are mean ± std over examples. Published numbers are from the papers' own models "
-            "(BERT-base family, GPT-2), not from these models.</p>"]
-    for title, frame, note in tables:
+            *[f"<p>{html.escape(text)}</p>" for text in explain]]
+    for title, frame, note, _ in tables:
         body += [f"<h2>{html.escape(title)}</h2>", f"<p><em>{html.escape(note)}</em></p>",
                  frame.to_html(index=False, classes="leaderboard", border=0, na_rep="")]
     body.append("<h2>Figures</h2>")

@@ -1,21 +1,34 @@
 """Leaderboard tables of a run's records: one per (model, dataset, evaluation).
 
-Evaluations that score methods get a ranked table (by the evaluation's primary metric, in its
-direction); analyses of the model get a table of their metrics with a per-layer summary. What a
-table shows comes from what the evaluation declares (``attrbench.evaluation.Evaluation``) and from
-the records, never from an evaluation's name.
+Evaluations that score methods get a table in significance tiers of the evaluation's primary
+metric (``attrbench.stats.tiers``); analyses of the model get a table of their metrics with a
+per-layer summary. Every value is a mean with its bootstrap CI. What a table shows comes from what
+the evaluation declares (``attrbench.evaluation.Evaluation``) and from the records, never from an
+evaluation's name.
 """
 from __future__ import annotations
 
 import pandas as pd
 
 from ..registry import EVALS
+from ..stats import ALPHA, LEVEL, tiers
+
+TIER_NOTE = (f"rank = significance tier: methods not significantly worse than the best share rank 1 (shown 1=), "
+             f"then the same from the best method left (paired Wilcoxon signed-rank over the same examples, "
+             f"Holm-corrected within the table, alpha {ALPHA})")
+CI_NOTE = f"values are mean [{LEVEL:.0%} CI]: bootstrap over examples (scipy, BCa, {{resamples}} resamples, seeded)"
 
 
-def fmt(mean, std, digits: int = 3) -> str:
+def fmt(record: dict, digits: int = 3) -> str:
+    """``mean [lo, hi]``; where there is no mean or no interval, the reason instead of a number."""
+    mean = record.get("mean")
     if mean is None:
-        return "undefined"
-    return f"{mean:.{digits}f} ± {std:.{digits}f}"
+        total = record.get("n", 0) + record.get("n_undefined", 0)
+        return f"undefined on all {total} examples" if total else "no examples"
+    ci = record.get("ci")
+    if ci is None:
+        return f"{mean:.{digits}f} ({record.get('ci_note') or 'no CI'})"
+    return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
 def groups(records: list[dict]) -> dict[tuple, list[dict]]:
@@ -57,52 +70,69 @@ def cost_lookup(records: list[dict]) -> dict[tuple, dict[str, str]]:
     return out
 
 
-def method_table(evaluation, group: list[dict], costs: dict) -> tuple[pd.DataFrame, str]:
+def method_table(evaluation, group: list[dict], costs: dict) -> tuple[pd.DataFrame, str, dict]:
+    """The ranked table of one evaluation, its note, and its statistics (tiers and p-values)."""
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     better = {m: _direction(evaluation, group, m) for m in metrics}
     label = {m: m + (" ↑" if better[m] else " ↓") for m in metrics}
+    key = evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0]
+    reference = next((r.get("reference") for r in group if r.get("reference")), None)
     rows: dict[str, dict] = {}
     for r in group:
         row = rows.setdefault(r["method"], {"method": r["method"]})
-        row[label[r["metric"]]] = fmt(r["mean"], r["std"])
+        row[label[r["metric"]]] = fmt(r)
         row["_" + r["metric"]] = r["mean"]
         row["n"] = r["n"]
         row["undefined"] = row.get("undefined", 0) + r.get("n_undefined", 0)
         row["published"] = row.get("published") or _published(r)
         if not evaluation.cost_columns:  # a cost evaluation's own table already shows them
             row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
+    ranked = {r["method"]: dict(zip(r["example_ids"], r["values"])) for r in group
+              if r["metric"] == key and r["method"] != reference}
+    ids = sorted(set.intersection(*(set(v) for v in ranked.values()))) if ranked else []
+    statistics = {"metric": key, "higher_is_better": better[key], "reference": reference,
+                  **tiers({m: [v[i] for i in ids] for m, v in ranked.items()}, better[key]),
+                  "intervals": {r["method"]: {} for r in group}}
+    for r in group:
+        statistics["intervals"][r["method"]][r["metric"]] = {k: r.get(k) for k in ("mean", "ci", "ci_method", "ci_note",
+                                                                                   "n", "n_undefined")}
+    shared = {t: list(statistics["tier"].values()).count(t) for t in statistics["tier"].values()}
+    for method, row in rows.items():
+        tier = statistics["tier"].get(method)
+        row["rank"] = ("reference" if method == reference else "unranked" if tier is None
+                       else f"{tier}=" if shared[tier] > 1 else str(tier))
+        row["_tier"] = 0 if method == reference else tier if tier is not None else 10 ** 6
     frame = pd.DataFrame(rows.values())
-    key = evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0]
-    frame = frame.sort_values("_" + key, ascending=not better[key], na_position="last", kind="stable")
+    frame["_order"] = frame["_" + key] * (-1 if better[key] else 1)
+    frame = frame.sort_values(["_tier", "_order"], na_position="last", kind="stable")
     extra = ["undefined", "published", *dict.fromkeys(c for columns in costs.values() for c in columns)]
-    columns = ["method", *label.values(), "n"]
+    columns = ["rank", "method", *label.values(), "n"]
     columns += [c for c in extra if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
-    frame.insert(0, "rank", range(1, len(frame) + 1))
-    reference = next((r.get("reference") for r in group if r.get("reference")), None)
-    note = f"ranked by {key}" + (f"; reference method: {reference}" if reference else "") + _params_note(group)
+    note = f"tiers by {key}" + (f"; reference method: {reference} (unranked, left out of the tests)"
+                                if reference else "") + _params_note(group)
     if "undefined" in frame:
         note += "; undefined = examples where the metric does not exist (e.g. constant scores), left out of the mean"
     if "published" in frame:
         note += "; published: " + ", ".join(_sources(group))
-    return frame, note
+    return frame, note, statistics
 
 
-def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
+def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str, None]:
     rows = []
     for r in group:
         row = {"view / scope": r.get("label") or r["method"], "metric": r["metric"],
-               "mean ± std": fmt(r["mean"], r["std"]), "n": r["n"], "per layer": evaluation.layer_summary(r)}
+               f"mean [{LEVEL:.0%} CI]": fmt(r), "n": r["n"], "per layer": evaluation.layer_summary(r)}
         if any(g.get("published") for g in group):
             row["published"] = _published(r)
         rows.append(row)
     note = "analysis of the model itself" + _params_note(group)
     sources = _sources(group)
-    return pd.DataFrame(rows), note + ("; published: " + ", ".join(sources) if sources else "")
+    return pd.DataFrame(rows), note + ("; published: " + ", ".join(sources) if sources else ""), None
 
 
-def leaderboard_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]:
-    """(title, table, note) per (model, dataset, evaluation)."""
+def leaderboard_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str, dict | None]]:
+    """(title, table, note, statistics) per (model, dataset, evaluation); analyses have no statistics."""
     costs = cost_lookup(records)
     tables = []
     for (model, dataset, eval_name), group in groups(records).items():
