@@ -25,6 +25,7 @@ class RunContext:
         self._examples: dict[tuple, tuple[list[Example], dict]] = {}
         self._attributions: "OrderedDict[tuple, MethodResult]" = OrderedDict()
         self._local_methods: dict[str, Method] = {}
+        self._memo: "OrderedDict[tuple, object]" = OrderedDict()
 
     # -- what units refer to by name ------------------------------------------------------------
     def add_adapter(self, adapter) -> None:
@@ -56,6 +57,15 @@ class RunContext:
         return method.with_params(**params)
 
     # -- work -----------------------------------------------------------------------------------
+    def memo(self, key: tuple, compute):
+        """A value shared by the units of this process (e.g. an example's NAOPC bounds, the same for every
+        method), computed once per key; ``key`` names everything the value depends on."""
+        if key not in self._memo:
+            self._memo[key] = compute()
+            if len(self._memo) > self.cache_size:
+                self._memo.popitem(last=False)
+        return self._memo[key]
+
     def attributions(self, adapter, method: Method, examples: Sequence[Example], progress: bool = False,
                      desc: str = "") -> list[MethodResult]:
         """One method's input attributions for each example's own target (memoised)."""

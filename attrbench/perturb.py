@@ -41,3 +41,55 @@ def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[
 def ceil_count(percent: float, m: int) -> int:
     """How many of m tokens a bin of ``percent`` % holds: ceil(percent m / 100), at least 1, at most m."""
     return min(m, max(1, math.ceil(percent * m / 100)))
+
+
+class Deletions:
+    """p(target) of one example with sets of its non-special tokens deleted, memoised.
+
+    The deletion curves of every erasure metric (AOPC, NAOPC and its bounds, ABPC) come from here,
+    so a set of deleted tokens is sent through the model once however many orderings reach it.
+    ``removed`` sets hold indices into ``positions`` (the non-special tokens, in text order);
+    deletions are in token-id space and the target is read at its own row of each sequence.
+    """
+
+    def __init__(self, adapter, input_ids: Sequence[int], resolved: ResolvedTarget, batch_size: int = 64):
+        from .targets import explained_row
+        from .tokens import non_special
+
+        self.adapter, self.ids, self.resolved, self.batch_size = adapter, list(input_ids), resolved, batch_size
+        self.positions = non_special(adapter, self.ids)
+        self._row = lambda ids: explained_row(adapter, ids, resolved.target)
+        self._p: dict[frozenset, float] = {}
+        self.p_full = float(self.probabilities([frozenset()])[0])
+
+    @property
+    def m(self) -> int:
+        return len(self.positions)
+
+    def sequence(self, removed: frozenset) -> list[int]:
+        gone = {int(self.positions[i]) for i in removed}
+        return [t for p, t in enumerate(self.ids) if p not in gone]
+
+    def probabilities(self, sets: Sequence[frozenset]) -> np.ndarray:
+        """p(target) with each set of (indices of) non-special tokens deleted; new sets in one batched pass."""
+        new = list(dict.fromkeys(s for s in sets if s not in self._p))
+        if new:
+            sequences = [self.sequence(s) for s in new]
+            values = target_probabilities(self.adapter, self.resolved, sequences, [self._row(s) for s in sequences],
+                                          self.batch_size)
+            self._p.update(zip(new, values.tolist()))
+        return np.array([self._p[s] for s in sets])
+
+    def order(self, scores: np.ndarray) -> list[int]:
+        """Indices into ``positions``, most relevant first (ties: earlier token first)."""
+        return np.argsort(-np.asarray(scores)[self.positions], kind="stable").tolist()
+
+    def curve(self, order: Sequence[int], keep: bool = False) -> np.ndarray:
+        """Drops p(x) − p(x') for k = 1 .. m−1 tokens of ``order`` deleted (``keep``: only those kept).
+
+        k = m is left out: deleting (or keeping) every token is the same text for every ordering.
+        """
+        everything = frozenset(range(self.m))
+        sets = [frozenset(order[:k]) for k in range(1, self.m)]
+        sets = [everything - s for s in sets] if keep else sets
+        return self.p_full - self.probabilities(sets)
