@@ -211,12 +211,17 @@ def test_report_renders_in_headless_chromium(config_file, tmp_path):
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
                           probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
-    assert dom.count("<table") == paths["tables"] == 9
+    assert dom.count("<table") == paths["tables"] == 11  # headline, metric agreement, 9 evaluation tables
     assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 9
     for title in ("faithfulness_corr", "erasure_aopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
-    assert leaderboard.count("\n## ") == 10 and "| rank | method | spearman ↑" in leaderboard
+    assert leaderboard.count("\n## ") == 11 and "| rank | method | spearman ↑" in leaderboard
+    sections = leaderboard.split("\n## ")[1:]
+    assert sections[0].startswith("Headline") and "pareto.png" in sections[0] and "| mean tier | method |" in sections[0]
+    assert sections[1].startswith("tiny-gpt2 · sva-generated · metric agreement")
+    faithfulness_section = next(x for x in sections if x.startswith("tiny-gpt2 · sva-generated · faithfulness_corr"))
+    assert "faithfulness_corr.png" in faithfulness_section  # each figure next to its table
     # the reference is shown, unranked; every other value is mean [CI]; tiers and CIs are explained once
     assert "| reference | blank_out | 1.000 [1.000, 1.000] |" in leaderboard
     assert re.search(r"\| 1=? \| alti \| -?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\] \|", leaderboard)

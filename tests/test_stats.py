@@ -55,3 +55,29 @@ def test_tiers_share_rank_one_when_the_data_cannot_separate():
     noise = {m: rng.normal(size=12).tolist() for m in ("a", "b", "c")}  # same distribution, few examples
     assert set(tiers(noise, True)["tier"].values()) == {1}
     assert tiers({"a": [None, None], "b": [1.0, 2.0]}, True)["tier"] == {"b": 1}  # no defined value: no tier
+
+
+def _record(method, eval_name, metric, mean):
+    return {"model": "m", "dataset": "d", "eval": eval_name, "method": method, "metric": metric, "mean": mean,
+            "ci": [mean - 0.1, mean + 0.1], "n": 5, "n_undefined": 0}
+
+
+def test_metric_agreement_is_kendall_tau_of_the_oriented_rankings():
+    from attrbench.report.tables import agreement_tables
+
+    means = {"a": 0.9, "b": 0.5, "c": 0.1, "d": 0.3}
+    records = [_record(m, "erasure_aopc", "comprehensiveness_aopc", v) for m, v in means.items()]
+    records += [_record(m, "erasure_aopc", "sufficiency_aopc", v) for m, v in means.items()]  # lower is better
+    records += [_record(m, "abpc", "abpc", v) for m, v in means.items()]
+    (title, frame, _), = agreement_tables(records)
+    matrix = frame.set_index("metric")
+    assert title == "m · d · metric agreement"
+    assert matrix.loc["erasure_aopc.comprehensiveness_aopc", "abpc.abpc"] == "1.00"
+    assert matrix.loc["erasure_aopc.sufficiency_aopc", "abpc.abpc"] == "-1.00"  # same numbers, opposite direction
+
+
+def test_pareto_front_keeps_the_undominated_points():
+    from attrbench.report.figures import pareto_front
+
+    points = [(1.0, 0.2), (2.0, 0.5), (3.0, 0.4), (0.5, 0.1), (2.0, 0.6)]
+    assert sorted(pareto_front(points)) == [0, 3, 4]

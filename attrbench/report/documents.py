@@ -16,8 +16,8 @@ from ..results import write_atomic
 from ..runs import collect
 from ..stats import RESAMPLES
 from ..store import Store
-from .figures import make_figures
-from .tables import CI_NOTE, TIER_NOTE, leaderboard_tables, markdown_table
+from .figures import faithfulness_vs_cost, make_figures
+from .tables import CI_NOTE, TIER_NOTE, agreement_tables, headline_table, leaderboard_tables, markdown_table
 
 
 def _provenance_lines(meta: dict) -> list[str]:
@@ -50,7 +50,6 @@ def write_report(run_dir: str | Path) -> dict:
     run_dir = Path(run_dir)
     records, meta = collect(run_dir)
     tables = leaderboard_tables(records)
-    figures = make_figures(records, run_dir / "figures")
     statistics = {title: stats for title, _, _, stats in tables if stats}
     write_atomic(run_dir / "statistics.json", json.dumps(statistics, indent=1))
     store = Store(run_dir / "store.sqlite")
@@ -58,6 +57,15 @@ def write_report(run_dir: str | Path) -> dict:
         store.set_meta(statistics=statistics)  # the tiers and p-values beside the units they come from
     finally:
         store.close()
+    figures = make_figures(records, run_dir / "figures")
+    sections = []  # (title, table, note, figures): the headline first, then each table with its figures
+    headline = headline_table(records, statistics)
+    if headline:
+        pareto = faithfulness_vs_cost(records, run_dir / "figures")
+        sections.append(("Headline: which method is most faithful, and at what cost", *headline,
+                         [f for group in pareto.values() for f in group]))
+    sections += [(title, frame, note, []) for title, frame, note in agreement_tables(records)]
+    sections += [(title, frame, note, figures.get(title, [])) for title, frame, note, _ in tables]
     ci_note = CI_NOTE.format(resamples=meta["config"].get("bootstrap_resamples", RESAMPLES))
     explain = [f"{ci_note[0].upper()}{ci_note[1:]}.", f"{TIER_NOTE[0].upper()}{TIER_NOTE[1:]}; p-values in "
                "statistics.json.",
@@ -65,21 +73,20 @@ def write_report(run_dir: str | Path) -> dict:
                "models: they are context, not a comparison."]
     md = [f"# attrbench leaderboard: {meta['config']['name']}", "", *_provenance_lines(meta), "",
           *[line for text in explain for line in (text, "")]]
-    for title, frame, note, _ in tables:
+    for title, frame, note, pictures in sections:
         md += [f"## {title}", "", f"_{note}_", "", markdown_table(frame), ""]
-    md += ["## Figures", ""] + [f"![{t}](figures/{p.name})" for t, p in figures]
+        md += [line for caption, path in pictures for line in (f"![{caption}](figures/{path.name})", "")]
     write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
     body = [f"<h1>attrbench leaderboard: {html.escape(meta['config']['name'])}</h1>",
             "<ul>" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in _provenance_lines(meta)) + "</ul>",
             *[f"<p>{html.escape(text)}</p>" for text in explain]]
-    for title, frame, note, _ in tables:
+    for title, frame, note, pictures in sections:
         body += [f"<h2>{html.escape(title)}</h2>", f"<p><em>{html.escape(note)}</em></p>",
                  frame.to_html(index=False, classes="leaderboard", border=0, na_rep="")]
-    body.append("<h2>Figures</h2>")
-    for title, path in figures:
-        data = base64.b64encode(path.read_bytes()).decode()
-        body.append(f"<figure><img alt=\"{html.escape(title)}\" src=\"data:image/png;base64,{data}\">"
-                    f"<figcaption>{html.escape(title)}</figcaption></figure>")
+        for caption, path in pictures:
+            data = base64.b64encode(path.read_bytes()).decode()
+            body.append(f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
+                        f"<figcaption>{html.escape(caption)}</figcaption></figure>")
     style = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
              "table.leaderboard{border-collapse:collapse;margin-bottom:1em;font-size:13px}"
              "table.leaderboard td,table.leaderboard th{border:1px solid #ccc;padding:3px 8px}"
@@ -88,5 +95,5 @@ def write_report(run_dir: str | Path) -> dict:
             f"{html.escape(meta['config']['name'])}</title><style>{style}</style></head><body>"
             + "\n".join(body) + "</body></html>")
     write_atomic(run_dir / "report.html", page)
-    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "tables": len(tables),
-            "figures": len(figures)}
+    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "tables": len(sections),
+            "figures": sum(len(pictures) for *_, pictures in sections)}

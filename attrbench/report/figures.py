@@ -13,15 +13,21 @@ from ..decompose import Decomposition
 from ..errors import InputError
 from ..plot import plot_maps, save_figure
 from ..registry import EVALS
-from .tables import groups
+from .tables import faithfulness_records, groups, table_title
 
 
 def _label(record: dict) -> str:
     return record.get("label") or record["method"]
 
 
+def _ci_errors(rows: list[dict]) -> np.ndarray:
+    """(2, k) distances from each mean to its CI ends (0 where there is no CI), for error bars."""
+    return np.array([[r["mean"] - r["ci"][0], r["ci"][1] - r["mean"]] if r.get("ci") else [0.0, 0.0]
+                     for r in rows]).T.reshape(2, len(rows))
+
+
 def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
-    """Per metric, mean ± std per method (or view), with published values as diamonds."""
+    """Per metric, mean with its 95 % CI per method (or view), with published values as diamonds."""
     import matplotlib.pyplot as plt
 
     metrics = list(dict.fromkeys(r["metric"] for r in group))
@@ -29,7 +35,7 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), height), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         rows = sorted((r for r in group if r["metric"] == metric and r["mean"] is not None), key=lambda r: r["mean"])
-        ax.barh([_label(r) for r in rows], [r["mean"] for r in rows], xerr=[r["std"] for r in rows],
+        ax.barh([_label(r) for r in rows], [r["mean"] for r in rows], xerr=_ci_errors(rows),
                 color="#4c72b0", ecolor="#555", capsize=3)
         published = [(_label(r), r["published"]) for r in rows if r.get("published")]
         if published:
@@ -92,17 +98,65 @@ def heatmaps(group: list[dict], folder: Path, stem: str, title: str) -> list[tup
     return out
 
 
+def pareto_front(points: list[tuple[float, float]]) -> list[int]:
+    """Indices of the (cost, quality) points no other point beats on both (lower cost, higher quality)."""
+    return [i for i, (c, q) in enumerate(points)
+            if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in points)]
+
+
+def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tuple[str, Path]]]:
+    """Per suite: each faithfulness evaluation's primary metric against seconds per example (log axis),
+    both with their CIs, the Pareto front marked. Cost is the first cost column an evaluation declares."""
+    import matplotlib.pyplot as plt
+
+    out: dict[str, list[tuple[str, Path]]] = {}
+    for (model, dataset), group in faithfulness_records(records).items():
+        cost_records = {r["method"]: r for r in records if (r["model"], r["dataset"]) == (model, dataset)
+                        and list(EVALS.get(r["eval"]).cost_columns)[:1] == [r["metric"]] and r["mean"]}
+        panels = []
+        for eval_name in dict.fromkeys(r["eval"] for r in group):
+            evaluation = EVALS.get(eval_name)
+            metric = evaluation.primary_metric or group[0]["metric"]
+            rows = [r for r in group if r["eval"] == eval_name and r["metric"] == metric
+                    and r["mean"] is not None and r["method"] in cost_records]
+            if len(rows) >= 2:
+                panels.append((eval_name, metric, evaluation.higher_is_better.get(metric, True), rows))
+        if not panels:
+            continue
+        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
+        for ax, (eval_name, metric, higher, rows) in zip(axes[0], panels):
+            costs = [cost_records[r["method"]] for r in rows]
+            ax.errorbar([c["mean"] for c in costs], [r["mean"] for r in rows], xerr=_ci_errors(costs),
+                        yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#999", capsize=2)
+            front = pareto_front([(c["mean"], r["mean"] if higher else -r["mean"]) for c, r in zip(costs, rows)])
+            front = sorted(front, key=lambda i: costs[i]["mean"])
+            ax.plot([costs[i]["mean"] for i in front], [rows[i]["mean"] for i in front], "-o", color="#c44e52",
+                    ms=6, lw=1.2, label="Pareto front", zorder=3)
+            for c, r in zip(costs, rows):
+                ax.annotate(r["method"], (c["mean"], r["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            ax.set_xscale("log")
+            ax.set_xlabel("seconds per example (log)")
+            ax.set_ylabel(f"{metric} {'↑' if higher else '↓'}")
+            ax.set_title(eval_name, fontsize=9)
+            ax.legend(fontsize=7)
+        title = f"{model} · {dataset} · faithfulness vs cost"
+        stem = f"{model}-{dataset}-pareto".replace("/", "_")
+        out[title] = [(title, save_figure(fig, folder / f"{stem}.png", title))]
+    return out
+
+
 FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}
 
 
-def make_figures(records: list[dict], folder: Path) -> list[tuple[str, Path]]:
-    """Every figure the evaluations of these records ask for."""
+def make_figures(records: list[dict], folder: Path) -> dict[str, list[tuple[str, Path]]]:
+    """Every figure the evaluations of these records ask for, by the title of the table they go with."""
     folder.mkdir(parents=True, exist_ok=True)
-    figures = []
+    figures: dict[str, list[tuple[str, Path]]] = {}
     for (model, dataset, eval_name), group in groups(records).items():
         stem = f"{model}-{dataset}-{eval_name}".replace("/", "_")
+        title = table_title(model, dataset, eval_name)
         for kind in EVALS.get(eval_name).figures:
             if kind not in FIGURES:
                 raise InputError(f"evaluation '{eval_name}' asks for figure kind '{kind}'; known: {', '.join(FIGURES)}")
-            figures += FIGURES[kind](group, folder, stem, f"{model} · {dataset} · {eval_name}")
+            figures.setdefault(title, []).extend(FIGURES[kind](group, folder, stem, title))
     return figures

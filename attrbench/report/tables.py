@@ -31,6 +31,10 @@ def fmt(record: dict, digits: int = 3) -> str:
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
+def table_title(model: str, dataset: str, eval_name: str) -> str:
+    return f"{model} · {dataset} · {eval_name}"
+
+
 def groups(records: list[dict]) -> dict[tuple, list[dict]]:
     """Records by (model, dataset, evaluation), in the order they come."""
     out: dict[tuple, list[dict]] = {}
@@ -137,7 +141,7 @@ def leaderboard_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str
     tables = []
     for (model, dataset, eval_name), group in groups(records).items():
         evaluation = EVALS.get(eval_name)
-        title = f"{model} · {dataset} · {eval_name}"
+        title = table_title(model, dataset, eval_name)
         table = method_table(evaluation, group, costs) if evaluation.needs_methods else analysis_table(evaluation, group)
         tables.append((title, *table))
     return tables
@@ -148,3 +152,70 @@ def markdown_table(frame: pd.DataFrame) -> str:
                                                  for row in frame.itertuples(index=False)]
     lines = ["| " + " | ".join(cells[0]) + " |", "|" + "|".join("---" for _ in cells[0]) + "|"]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells[1:]])
+
+
+def faithfulness_records(records: list[dict]) -> dict[tuple, list[dict]]:
+    """Records of the faithfulness evaluations by (model, dataset), reference methods left out."""
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        if EVALS.get(r["eval"]).family == "faithfulness" and r["method"] != r.get("reference"):
+            out.setdefault((r["model"], r["dataset"]), []).append(r)
+    return out
+
+
+def headline_table(records: list[dict], statistics: dict) -> tuple[pd.DataFrame, str] | None:
+    """Methods × (suite, primary faithfulness metric): tier and mean [CI]; sorted by the mean tier."""
+    rows: dict[str, dict] = {}
+    for (model, dataset), group in faithfulness_records(records).items():
+        for eval_name in dict.fromkeys(r["eval"] for r in group):
+            stats = statistics.get(table_title(model, dataset, eval_name))
+            if not stats:
+                continue
+            column = f"{model} · {dataset} · {stats['metric']} {'↑' if stats['higher_is_better'] else '↓'}"
+            shared = list(stats["tier"].values())
+            for r in group:
+                if r["eval"] == eval_name and r["metric"] == stats["metric"]:
+                    tier = stats["tier"].get(r["method"])
+                    row = rows.setdefault(r["method"], {"method": r["method"], "_tiers": []})
+                    mark = "–" if tier is None else f"{tier}=" if shared.count(tier) > 1 else str(tier)
+                    row[column] = f"{mark} · {fmt(r)}"
+                    if tier is not None:
+                        row["_tiers"].append(tier)
+    if not rows:
+        return None
+    for row in rows.values():
+        row["mean tier"] = round(sum(row["_tiers"]) / len(row["_tiers"]), 2) if row["_tiers"] else None
+    frame = pd.DataFrame(rows.values()).sort_values("mean tier", na_position="last", kind="stable")
+    frame = frame.drop(columns="_tiers")
+    frame = frame[["mean tier", "method", *[c for c in frame.columns if c not in ("mean tier", "method")]]]
+    note = ("each cell: tier · mean [95% CI] of the evaluation's primary metric (tiers as in its own table); "
+            "mean tier = the average over the columns a method is ranked in; '–' = unranked")
+    return frame, note
+
+
+def agreement_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]:
+    """Per suite, Kendall's tau between the method rankings of each pair of faithfulness metrics."""
+    from scipy.stats import kendalltau
+
+    out = []
+    for (model, dataset), group in faithfulness_records(records).items():
+        scores: dict[str, dict[str, float]] = {}
+        for r in group:
+            if r["mean"] is not None:
+                sign = 1 if _direction(EVALS.get(r["eval"]), group, r["metric"]) else -1  # higher = better for all
+                scores.setdefault(f"{r['eval']}.{r['metric']}", {})[r["method"]] = sign * r["mean"]
+        metrics = list(scores)
+        if len(metrics) < 2:
+            continue
+        matrix = pd.DataFrame(index=metrics, columns=metrics, dtype=object)
+        for a in metrics:
+            for b in metrics:
+                common = sorted(set(scores[a]) & set(scores[b]))
+                tau = kendalltau([scores[a][m] for m in common], [scores[b][m] for m in common]).statistic \
+                    if len(common) >= 3 else None
+                matrix.loc[a, b] = "n < 3" if tau is None else "undefined" if tau != tau else f"{tau:.2f}"
+        frame = matrix.reset_index().rename(columns={"index": "metric"})
+        out.append((f"{model} · {dataset} · metric agreement", frame,
+                    "Kendall's tau between the method rankings by each pair of metrics (each oriented so that "
+                    "higher is better; reference methods left out); 1 = the same order, 0 = unrelated"))
+    return out
