@@ -26,10 +26,13 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
         raise InputError(f"scope(s) {', '.join(missing)} not decomposed; have {', '.join(dec.maps)}")
     index = dec.layers.index(layer)
     n = len(dec.tokens)
-    size = max(3.0, 0.28 * n + 1.5)
-    cols = min(4, len(scopes))
+    # Two panels a row, sized so the figure shows at its own size in a page ~1,200 px wide (110 dpi):
+    # labels keep the font size they were drawn with (tested in the report by headless Chromium).
+    cols = min(2, len(scopes))
     rows = -(-len(scopes) // cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.4) * rows + 0.4), squeeze=False)
+    size = 5.3
+    label_pt = float(np.clip(0.8 * 72 * (size - 1.6) / n, 4.5, 9))  # one label per cell, never overlapping
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.3) * rows + 0.5), squeeze=False)
     labels = [t.replace("Ġ", "_") for t in dec.tokens]
     for ax in axes.flat[len(scopes):]:
         ax.axis("off")
@@ -38,8 +41,8 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
         im = ax.imshow(data, cmap="Reds", vmin=0, vmax=float(np.max(data)) or 1.0)
         residual = dec.residuals.get(scope)
         ax.set_title(scope + ("" if residual is None else f"\nresidual {residual:.0e}"), fontsize=9)
-        ax.set_xticks(range(n), labels, rotation=90, fontsize=7)
-        ax.set_yticks(range(n), labels, fontsize=7)
+        ax.set_xticks(range(n), labels, rotation=90, fontsize=label_pt)
+        ax.set_yticks(range(n), labels, fontsize=label_pt)
         ax.set_xlabel("input token j", fontsize=8)
         fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
     for row in axes:

@@ -204,15 +204,19 @@ def test_report_renders_in_headless_chromium(config_file, tmp_path):
     page = paths["html"].read_text()
     assert "http://" not in page and "https://" not in page  # self-contained
     probe = tmp_path / "probe.html"  # the report plus a script that counts images the browser decoded
-    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {document.body.dataset."
-                                  "decoded = [...document.images].filter(i => i.complete && i.naturalWidth > 0)"
-                                  ".length;});</script></body>"))
+    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {const im = "
+                                  "[...document.images]; document.body.dataset.decoded = im.filter(i => i.complete "
+                                  "&& i.naturalWidth > 0).length; document.body.dataset.shrunk = im.filter(i => "
+                                  "i.alt.includes('example_maps') && i.clientWidth < 0.95 * i.naturalWidth).length;"
+                                  "});</script></body>"))
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
+                          "--window-size=1280,2000",
                           probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert dom.count("<table") == paths["tables"] == 11  # headline, metric agreement, 9 evaluation tables
     assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 9
+    assert 'data-shrunk="0"' in dom  # heatmaps show at their own size, so token labels keep their font size
     for title in ("faithfulness_corr", "erasure_aopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
