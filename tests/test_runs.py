@@ -207,7 +207,7 @@ def test_report_renders_in_headless_chromium(config_file, tmp_path):
     probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {const im = "
                                   "[...document.images]; document.body.dataset.decoded = im.filter(i => i.complete "
                                   "&& i.naturalWidth > 0).length; document.body.dataset.shrunk = im.filter(i => "
-                                  "i.alt.includes('example_maps') && i.clientWidth < 0.95 * i.naturalWidth).length;"
+                                  "(i.alt.includes('example_maps') || i.alt.includes('vs cost')) && i.clientWidth < 0.95 * i.naturalWidth).length;"
                                   "});</script></body>"))
     dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                           "--disable-background-networking", "--disable-component-update", "--disable-sync",

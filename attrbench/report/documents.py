@@ -82,7 +82,8 @@ def write_report(run_dir: str | Path) -> dict:
             *[f"<p>{html.escape(text)}</p>" for text in explain]]
     for title, frame, note, pictures in sections:
         body += [f"<h2>{html.escape(title)}</h2>", f"<p><em>{html.escape(note)}</em></p>",
-                 frame.to_html(index=False, classes="leaderboard", border=0, na_rep="")]
+                 "<div class=\"scroll\">" + frame.to_html(index=False, classes="leaderboard", border=0, na_rep="")
+                 + "</div>"]  # a wide table scrolls inside the page instead of widening it
         for caption, path in pictures:
             data = base64.b64encode(path.read_bytes()).decode()
             body.append(f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
@@ -90,7 +91,7 @@ def write_report(run_dir: str | Path) -> dict:
     style = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:1em}"
              "table.leaderboard{border-collapse:collapse;margin-bottom:1em;font-size:13px}"
              "table.leaderboard td,table.leaderboard th{border:1px solid #ccc;padding:3px 8px}"
-             "img{max-width:100%}figure{margin:1em 0}")
+             "img{max-width:100%}figure{margin:1em 0}div.scroll{overflow-x:auto}")
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>attrbench: "
             f"{html.escape(meta['config']['name'])}</title><style>{style}</style></head><body>"
             + "\n".join(body) + "</body></html>")

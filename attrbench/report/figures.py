@@ -123,8 +123,14 @@ def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tu
                 panels.append((eval_name, metric, evaluation.higher_is_better.get(metric, True), rows))
         if not panels:
             continue
-        fig, axes = plt.subplots(1, len(panels), figsize=(5.2 * len(panels), 4.4), squeeze=False)
-        for ax, (eval_name, metric, higher, rows) in zip(axes[0], panels):
+        from matplotlib.ticker import NullFormatter
+
+        cols = min(2, len(panels))  # two a row: the figure shows at its own size in the report
+        rows_n = -(-len(panels) // cols)
+        fig, axes = plt.subplots(rows_n, cols, figsize=(5.3 * cols, 4.2 * rows_n), squeeze=False)
+        for ax in axes.flat[len(panels):]:
+            ax.axis("off")
+        for ax, (eval_name, metric, higher, rows) in zip(axes.flat, panels):
             costs = [cost_records[r["method"]] for r in rows]
             ax.errorbar([c["mean"] for c in costs], [r["mean"] for r in rows], xerr=_ci_errors(costs),
                         yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#999", capsize=2)
@@ -135,6 +141,7 @@ def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tu
             for c, r in zip(costs, rows):
                 ax.annotate(r["method"], (c["mean"], r["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # minor log labels overlap
             ax.set_xlabel("seconds per example (log)")
             ax.set_ylabel(f"{metric} {'↑' if higher else '↓'}")
             ax.set_title(eval_name, fontsize=9)
