@@ -83,6 +83,19 @@ def cmd_evals(args) -> None:
         print(f"{row['name']:<18} {row['family']:<12} {row['description']}")
 
 
+def cmd_datasets(args) -> None:
+    from .registry import DATASETS
+
+    rows = [{"name": d.name, "family": d.family, "description": d.description, "reference": d.reference,
+             "splits": list(d.splits or d.files), "default_split": d.default_split} for d in DATASETS.all()]
+    if args.json:
+        print(json.dumps(rows, indent=1))
+        return
+    for row in rows:
+        print(f"{row['name']:<15} {row['family']:<10} {row['description']} (splits: {', '.join(row['splits'])}; "
+              f"default {row['default_split']})")
+
+
 def cmd_decompose(args) -> None:
     from . import decompose, load_model
     from .plot import plot_maps
@@ -317,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--method", default="", help="comma-separated, or 'all' (analyses take none)")
     p.add_argument("--eval", required=True, help="comma-separated evaluation names (see `attrbench evals`)")
-    p.add_argument("--dataset", required=True, help="sst2, sva-linzen or sva-generated")
+    p.add_argument("--dataset", required=True, help="a registered dataset (see `attrbench datasets`)")
     p.add_argument("--split", help="sst2: dev (default), test (predicted class) or train; sva-linzen on the "
                                   "probe: test (default), val or train")
     p.add_argument("--n", type=int, default=500, help="sample size (default 500; all if larger than the data)")
@@ -333,6 +346,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("evals", help="list the registered evaluations")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evals)
+
+    p = sub.add_parser("datasets", help="list the registered datasets (built-in and entry-point plugins)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_datasets)
 
     p = sub.add_parser("prepare", help="build the task models (fine-tuned SST-2 classifier, SVA probe) now")
     p.add_argument("--models", help="comma-separated (default: all task models)")

@@ -1,6 +1,8 @@
-"""Evaluation datasets shipped with the package (``attrbench/data``, sources and licences in its README).
+"""Datasets: the plugin base class, the shipped files' readers, and sampling.
 
-A dataset turns into :class:`Example` s for one model: the text the model reads and the target it
+Each dataset is a plugin (``attrbench/corpora/``, one file each, or a third party's through the
+entry-point group ``attrbench.datasets``); the shipped data is in ``attrbench/data`` (sources and
+licences in its README). A dataset turns into :class:`Example` s for one model: the text the model reads and the target it
 is explained for. The same SVA item reads differently per model kind (as in Ferrando et al. 2022, §4):
 
 - a verb-number probe (``minilm-l6-sva``) or a masked LM reads the sentence with the verb replaced
@@ -24,6 +26,7 @@ import numpy as np
 
 from .errors import InputError
 from .models.zoo import file_sha256
+from .registry import DATASETS
 
 PACKAGE_DATA = Path(__file__).parent / "data"
 SVA_SPLIT_SEED = 0  # the probe's 70/15/15 split of the Linzen set; fixed so training and evaluation agree
@@ -38,24 +41,34 @@ class Example:
     meta: dict = field(default_factory=dict, compare=False, hash=False)
 
 
-@dataclass(frozen=True)
-class DatasetInfo:
-    name: str
-    description: str
-    files: dict  # split -> path relative to the data folder
-    default_split: str
-    task: str  # "sst2" or "sva": which model heads can serve it
+class Dataset:
+    """Base class of a dataset plugin: turns the rows of its files into examples with targets for a model.
+
+    Subclasses set ``name``, ``family``, ``description``, ``reference`` (source and licence),
+    ``files`` (split -> path under the data folder) and ``default_split``, and implement
+    :meth:`examples`. Built-ins live in ``attrbench/corpora/``; third parties register through the
+    entry-point group ``attrbench.datasets``.
+    """
+
+    kind = "dataset"
+    name: str = ""
+    family: str = ""
+    description: str = ""
+    reference: str = ""
+    files: dict = {}
+    splits: tuple = ()  # the splits it serves, when they are not just the file keys
+    default_split: str = "all"
+
+    def examples(self, adapter, split: str, data_dir=None) -> tuple[list["Example"], dict]:
+        """All examples of ``split`` as ``adapter`` reads them, and notes (split, target, file sha256, skips)."""
+        raise NotImplementedError
+
+    def file(self, split: str, data_dir=None) -> Path:
+        if split not in self.files:
+            raise InputError(f"{self.name} has splits {', '.join(self.files)}, not '{split}'")
+        return data_path(self.files[split], data_dir)
 
 
-DATASETS = {
-    "sst2": DatasetInfo("sst2", "SST-2 sentiment (GLUE); dev labelled, test explained for the predicted class",
-                        {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv", "test": "sst2/test_unlabeled_glue.tsv"},
-                        "dev", "sst2"),
-    "sva-linzen": DatasetInfo("sva-linzen", "subject-verb agreement, Linzen et al. 2016 Wikipedia sentences",
-                              {"all": "sva/linzen_testset.tsv"}, "test", "sva"),
-    "sva-generated": DatasetInfo("sva-generated", "subject-verb agreement, Gulordava et al. 2018 "
-                                 "'colorless green' sentences", {"all": "sva/generated_en.tsv"}, "all", "sva"),
-}
 SVA_COLUMNS = ["n_attractors", "orig_sentence", "masked_sentence", "correct_verb", "wrong_verb", "verb_index",
                "correct_is_singular"]
 
@@ -109,7 +122,7 @@ def _int(row: dict, key: str, path: Path, allowed=None) -> int:
 
 def read_sst2(split: str, data_dir=None) -> list[dict]:
     """``[{"row", "sentence", "label"}]``; test rows have label None."""
-    path = data_path(DATASETS["sst2"].files[split], data_dir)
+    path = DATASETS.get("sst2").file(split, data_dir)
     if split == "test":
         return [{"row": k, "sentence": r["sentence"], "label": None}
                 for k, r in enumerate(read_tsv(path, ["index", "sentence"]))]
@@ -118,7 +131,7 @@ def read_sst2(split: str, data_dir=None) -> list[dict]:
 
 
 def read_sva(name: str, data_dir=None) -> list[dict]:
-    path = data_path(DATASETS[name].files["all"], data_dir)
+    path = DATASETS.get(name).file("all", data_dir)
     rows = []
     for k, r in enumerate(read_tsv(path, SVA_COLUMNS)):
         words = r["orig_sentence"].split()
@@ -173,34 +186,17 @@ def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=No
 
 
 def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[list[Example], dict]:
-    if dataset not in DATASETS:
-        raise InputError(f"unknown dataset '{dataset}'; known: {', '.join(DATASETS)}")
-    info, task = DATASETS[dataset], model_task(adapter)
-    split = split or info.default_split
-    if info.task == "sst2":
-        if task != "sst2":
-            raise InputError(f"dataset sst2 needs a binary sentiment classifier; '{adapter.name}' is "
-                             f"{task or 'a bare model without a head'}: use minilm-l6-sst2")
-        if split not in ("dev", "test", "train"):
-            raise InputError(f"sst2 has splits train, dev and test, not '{split}'")
-        rows = read_sst2(split, data_dir)
-        examples = [Example(f"sst2:{split}:{r['row']}", r["sentence"].strip(),
-                            "auto" if r["label"] is None else f"class:{r['label']}", {"label": r["label"]})
-                    for r in rows]
-        return examples, {"split": split, "target": "predicted class" if split == "test" else "gold label",
-                          "file_sha256": file_sha256(data_path(info.files[split], data_dir))}
+    plugin = DATASETS.get(dataset)
+    return plugin.examples(adapter, split or plugin.default_split, data_dir)
+
+
+def agreement_examples(adapter, dataset: Dataset, rows: list[dict], split: str, data_dir) -> tuple[list[Example], dict]:
+    """Subject-verb agreement rows as ``adapter`` reads them (see the module docstring), and notes."""
+    task = model_task(adapter)
     if task not in ("sva", "masked_lm", "causal_lm"):
-        raise InputError(f"dataset {dataset} needs a verb-number probe, a masked LM or a causal LM; "
+        raise InputError(f"dataset {dataset.name} needs a verb-number probe, a masked LM or a causal LM; "
                          f"'{adapter.name}' is {task or 'a bare model without a head'}: use minilm-l6-sva or "
                          "smollm2-135m")
-    rows = read_sva(dataset, data_dir)
-    if dataset == "sva-linzen" and task == "sva":
-        if split not in ("train", "val", "test"):
-            raise InputError(f"the probe's split of sva-linzen is train, val or test, not '{split}'")
-        keep = set(sva_split(len(rows))[split].tolist())
-        rows = [r for r in rows if r["row"] in keep]
-    else:
-        split = "all"
     examples, skipped = [], 0
     mask = adapter.tokenizer.mask_token
     for r in rows:
@@ -218,9 +214,9 @@ def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[li
             if not text:
                 skipped += 1  # verb-initial sentence: no left context to read
                 continue
-        examples.append(Example(f"{dataset}:{r['row']}", text, target, meta))
+        examples.append(Example(f"{dataset.name}:{r['row']}", text, target, meta))
     notes = {"split": split, "skipped_multi_token_or_empty": skipped,
-             "file_sha256": file_sha256(data_path(info.files["all"], data_dir)),
+             "file_sha256": file_sha256(dataset.file("all", data_dir)),
              "target": {"sva": "probe class of the correct number", "masked_lm": "logit(correct) - logit(wrong) at "
                         "the mask", "causal_lm": "logit(correct) - logit(wrong) for the next token after the "
                         "left context"}[task]}

@@ -32,5 +32,5 @@ class MethodError(AttrbenchError):
     """A method returned values that cannot be a result (wrong shape, non-finite); nothing is kept."""
 
 
-class UnknownPluginError(AttrbenchError):
-    """No method or evaluation is registered under that name."""
+class UnknownPluginError(InputError):
+    """No method, evaluation or dataset is registered under that name."""

@@ -1,7 +1,8 @@
-"""Plugin registry for methods and evaluations.
+"""Plugin registry for methods, evaluations and datasets.
 
-Built-ins register themselves when ``attrbench.methods`` / ``attrbench.evals`` are imported; third
-parties add plugins through the entry-point groups ``attrbench.methods`` and ``attrbench.evals``
+Built-ins register themselves when ``attrbench.methods`` / ``attrbench.evals`` / ``attrbench.corpora``
+are imported; third parties add plugins through the entry-point groups ``attrbench.methods``,
+``attrbench.evals`` and ``attrbench.datasets``
 (the entry point loads a class or an instance; its name is the plugin name). Every registered
 method is picked up by the conformance suite (``attrbench.conformance``) and the CLI.
 """
@@ -60,3 +61,4 @@ class Registry:
 
 METHODS = Registry("method", "attrbench.methods", "attrbench.methods")
 EVALS = Registry("evaluation", "attrbench.evals", "attrbench.evals")
+DATASETS = Registry("dataset", "attrbench.datasets", "attrbench.corpora")

@@ -94,8 +94,7 @@ def _check_type(where: str, value, kind) -> None:
 
 
 def validate_config(raw: dict, source: str = "<config>") -> dict:
-    from .datasets import DATASETS
-    from .registry import EVALS, METHODS
+    from .registry import DATASETS, EVALS, METHODS
 
     if not isinstance(raw, dict):
         raise ConfigError(f"config {source} must be a table of keys: {', '.join(TOP_KEYS)}")
@@ -134,8 +133,9 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         for key in ("model", "dataset", "evals"):
             if key not in entry:
                 raise ConfigError(f"config key '{where}.{key}' is missing")
-        if entry["dataset"] not in DATASETS:
-            raise ConfigError(f"config key '{where}.dataset' is '{entry['dataset']}'; allowed: {', '.join(DATASETS)}")
+        if entry["dataset"] not in DATASETS.names():
+            raise ConfigError(f"config key '{where}.dataset' is '{entry['dataset']}'; allowed: "
+                              f"{', '.join(DATASETS.names())}")
         for name in entry["evals"]:
             if name not in eval_names:
                 raise ConfigError(f"config key '{where}.evals' names unknown evaluation '{name}'; allowed: "

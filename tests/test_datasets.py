@@ -1,7 +1,8 @@
 import numpy as np
 import pytest
 
-from attrbench.datasets import (DATASETS, examples_for, read_sst2, read_sva, sample, sva_split)
+from attrbench.datasets import examples_for, read_sst2, read_sva, sample, sva_split
+from attrbench.registry import DATASETS
 from attrbench.errors import InputError
 
 
@@ -84,4 +85,4 @@ def test_dataset_needs_a_matching_head(tiny_models, task_models):
         examples_for(task_models["sst2"], "sva-linzen")
     with pytest.raises(InputError, match="unknown dataset 'imdb'; known: sst2"):
         examples_for(task_models["sst2"], "imdb")
-    assert set(DATASETS) == {"sst2", "sva-linzen", "sva-generated"}
+    assert set(DATASETS.names()) == {"sst2", "sva-linzen", "sva-generated"}

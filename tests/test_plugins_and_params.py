@@ -1,8 +1,14 @@
-"""Growth points: an evaluation plugin gets its table and figure with no report code; method and
-evaluation parameters are declared, checked, recorded and part of every unit's key."""
+"""Growth points: an evaluation plugin gets its table and figure with no report code; a dataset
+plugin registers through its entry point; method and evaluation parameters are declared, checked,
+recorded and part of every unit's key."""
+import json
+from importlib.metadata import EntryPoint
+
 import numpy as np
 import pytest
 
+from attrbench.cli import main
+from attrbench.datasets import Dataset, Example
 from attrbench.errors import InputError
 from attrbench.evaluation import Evaluation
 from attrbench.registry import EVALS, METHODS
@@ -105,3 +111,34 @@ def test_params_are_declared_checked_and_keep_the_original():
     assert set(METHODS.get("ff_rollout").params) == {"value_bias", "ff_attribution", "shapley_samples"}
     with pytest.raises(InputError, match="'baseline' is 'zeros'; allowed: pad, mask, unk, eos"):
         ig.with_params(baseline="zeros")
+
+
+class TinyPairs(Dataset):
+    """A third party's dataset: three agreement prefixes written here, each with its contrast target."""
+
+    name, family = "tiny-pairs", "agreement"
+    description = "three hand-written agreement prefixes (a test plugin)"
+
+    def examples(self, adapter, split, data_dir=None):
+        rows = [("the keys to the cabinet", "are/is"), ("the dog near the houses", "is/are"),
+                ("the authors of the book", "are/is")]
+        return [Example(f"tiny-pairs:{k}", text, f"contrast:{pair}") for k, (text, pair) in enumerate(rows)], \
+            {"split": split, "target": "logit(correct) - logit(wrong) of the next token"}
+
+
+def test_third_party_dataset_plugin_is_listed_and_runs_on_the_leaderboard(monkeypatch, tmp_path, capsys):
+    from attrbench.registry import DATASETS
+
+    ep = EntryPoint(name="tiny-pairs", value="tests.test_plugins_and_params:TinyPairs", group="attrbench.datasets")
+    monkeypatch.setattr("attrbench.registry.entry_points", lambda group: [ep] if group == "attrbench.datasets" else [])
+    monkeypatch.setattr(DATASETS, "_plugins", dict(DATASETS._plugins))  # restored after the test
+    monkeypatch.setattr(DATASETS, "_loaded", False)
+    assert main(["datasets", "--json"]) == 0
+    listed = {d["name"]: d for d in json.loads(capsys.readouterr().out)}
+    assert {"sst2", "sva-linzen", "sva-generated", "tiny-pairs"} <= set(listed)
+    assert listed["tiny-pairs"]["family"] == "agreement"
+    config = validate_config({"name": "pairs", "suite": [{"model": "tiny-gpt2", "dataset": "tiny-pairs", "n": 3,
+                                                           "methods": ["alti"], "evals": ["erasure_aopc"]}]})
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    write_report(tmp_path / "run")
+    assert "## tiny-gpt2 · tiny-pairs · erasure_aopc" in (tmp_path / "run" / "leaderboard.md").read_text()

@@ -173,7 +173,8 @@ def _load_for_training(base: Path, auto_class: str, labels: dict, seed: int):
 
 def train_sst2(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: bool = True) -> dict:
     """Fine-tune ``base`` with a [CLS] head on SST-2 train; save the HF classifier to ``out``."""
-    from ..datasets import DATASETS, data_path, read_sst2
+    from ..datasets import read_sst2
+    from ..registry import DATASETS
 
     rng = np.random.default_rng(recipe.seed)
     model, tokenizer = _load_for_training(base, "AutoModelForSequenceClassification",
@@ -192,12 +193,13 @@ def train_sst2(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: b
     tokenizer.save_pretrained(out)
     return {"task": "sst2", "recipe": asdict(recipe), **fit, "read_at": "[CLS] (BERT pooler + linear head)",
             "dev_accuracy": accuracy, "dev_examples": len(dev),
-            "data_sha256": {s: file_sha256(data_path(DATASETS["sst2"].files[s], data_dir)) for s in ("train", "dev")}}
+            "data_sha256": {s: file_sha256(DATASETS.get("sst2").file(s, data_dir)) for s in ("train", "dev")}}
 
 
 def train_sva(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: bool = True) -> dict:
     """Fine-tune ``base`` with a singular/plural head read at the masked verb, on the probe's train split."""
-    from ..datasets import DATASETS, SVA_SPLIT, SVA_SPLIT_SEED, data_path, read_sva, sva_split
+    from ..datasets import SVA_SPLIT, SVA_SPLIT_SEED, read_sva, sva_split
+    from ..registry import DATASETS
 
     rng = np.random.default_rng(recipe.seed)
     model, tokenizer = _load_for_training(base, "AutoModelForTokenClassification", {0: "plural", 1: "singular"},
@@ -231,7 +233,7 @@ def train_sva(base: Path, out: Path, recipe: Recipe, data_dir=None, progress: bo
                       "skipped_too_long": int((~fits).sum())},
             "val_accuracy": float(accuracy["val"].mean()), "test_accuracy": float(accuracy["test"].mean()),
             "test_accuracy_by_attractors": by_attractors,
-            "data_sha256": file_sha256(data_path(DATASETS["sva-linzen"].files["all"], data_dir))}
+            "data_sha256": file_sha256(DATASETS.get("sva-linzen").file("all", data_dir))}
 
 
 TRAINERS: dict[str, Callable] = {"sst2": train_sst2, "sva": train_sva}
