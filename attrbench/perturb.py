@@ -84,12 +84,14 @@ class Deletions:
         """Indices into ``positions``, most relevant first (ties: earlier token first)."""
         return np.argsort(-np.asarray(scores)[self.positions], kind="stable").tolist()
 
+    def drops(self, sets: Sequence[frozenset], keep: bool = False) -> np.ndarray:
+        """p(x) − p(x') with each set of token indices deleted (``keep``: only that set kept), one batch."""
+        everything = frozenset(range(self.m))
+        return self.p_full - self.probabilities([everything - s for s in sets] if keep else list(sets))
+
     def curve(self, order: Sequence[int], keep: bool = False) -> np.ndarray:
-        """Drops p(x) − p(x') for k = 1 .. m−1 tokens of ``order`` deleted (``keep``: only those kept).
+        """Drops for k = 1 .. m−1 tokens of ``order`` deleted (``keep``: only those kept).
 
         k = m is left out: deleting (or keeping) every token is the same text for every ordering.
         """
-        everything = frozenset(range(self.m))
-        sets = [frozenset(order[:k]) for k in range(1, self.m)]
-        sets = [everything - s for s in sets] if keep else sets
-        return self.p_full - self.probabilities(sets)
+        return self.drops([frozenset(order[:k]) for k in range(1, self.m)], keep)

@@ -9,16 +9,16 @@ first). At k = 1, 5, 10, 20, 50 % (r = ceil(k·m/100) of the m non-special token
 Tokens are deleted from the token-id sequence (never decoded and re-tokenised); special tokens
 ([CLS], [SEP], the probe's [MASK]) always stay, and the target is read at its own row of each
 perturbed sequence. The target is fixed on the unperturbed text (its predicted class or token).
-AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through one batch.
+AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through one batch
+(``attrbench.perturb.Deletions``, the helper every erasure curve uses).
 ``per_example`` keeps each example's drop per bin.
 """
 import numpy as np
 
 from attrbench.evaluation import Evaluation
-from attrbench.perturb import ceil_count, target_probabilities
+from attrbench.perturb import Deletions, ceil_count
 from attrbench.registry import EVALS
-from attrbench.targets import explained_row, resolve_text
-from attrbench.tokens import non_special
+from attrbench.targets import resolve_text
 
 BINS = (1, 5, 10, 20, 50)
 
@@ -37,20 +37,15 @@ class ErasureAOPC(Evaluation):
             comp, suff = [], []
             for example, result in zip(examples, results):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                resolved = resolve_text(adapter, ids, example.target)
-                positions = non_special(adapter, ids)
-                ranked = positions[np.argsort(-result.values[positions], kind="stable")]
-                variants = [ids]
-                for k in BINS:
-                    top = set(ranked[:ceil_count(k, len(positions))].tolist())
-                    if len(top) == len(ids):  # nothing but the top tokens: keep one so the text is not empty
-                        top.discard(ranked[-1])
-                    variants.append([t for p, t in enumerate(ids) if p not in top])
-                    variants.append([t for p, t in enumerate(ids) if p in top or p not in set(positions.tolist())])
-                rows = [explained_row(adapter, list(v), resolved.target) for v in variants]
-                p = target_probabilities(adapter, resolved, variants, rows)
-                comp.append(p[0] - p[1::2])
-                suff.append(p[0] - p[2::2])
+                deletions = Deletions(adapter, ids, resolve_text(adapter, ids, example.target))
+                order = deletions.order(result.values)
+                everything = frozenset(range(deletions.m))
+                top = [frozenset(order[:ceil_count(k, deletions.m)]) for k in BINS]
+                # nothing but the top tokens (no special token to keep): keep one so the text is not empty
+                top = [t - {order[-1]} if len(t) == len(ids) else t for t in top]
+                deletions.probabilities(top + [everything - t for t in top])  # all 2 x 5 variants in one batch
+                comp.append(deletions.drops(top))
+                suff.append(deletions.drops(top, keep=True))
             comp, suff = np.array(comp), np.array(suff)
             for metric, values in (("comprehensiveness_aopc", comp), ("sufficiency_aopc", suff)):
                 records.append(self.record(adapter, context, method, metric, values.mean(1).tolist(), examples,

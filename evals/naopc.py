@@ -21,8 +21,6 @@ context). Undefined (None) where m < 2 or every ordering scores the same.
 """
 from itertools import combinations
 
-import numpy as np
-
 from attrbench.evaluation import Evaluation
 from attrbench.params import Param
 from attrbench.perturb import Deletions
@@ -34,12 +32,7 @@ KINDS = ("comprehensiveness", "sufficiency")
 
 def _steps(deletions: Deletions, kind: str):
     """sets -> per-step AOPC terms: the drop with a set of token indices deleted (or, sufficiency, kept)."""
-    everything = frozenset(range(deletions.m))
-
-    def value(sets):
-        return deletions.p_full - deletions.probabilities(sets if kind == "comprehensiveness"
-                                                          else [everything - s for s in sets])
-    return value
+    return lambda sets: deletions.drops(sets, keep=kind == "sufficiency")
 
 
 def exact_bounds(deletions: Deletions, kind: str) -> tuple[float, float]:

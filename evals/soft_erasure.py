@@ -45,7 +45,7 @@ def embeddings_reason(adapter):
 def keep_probabilities(scores: np.ndarray, special: np.ndarray):
     """q_i in [0, 1] from the scores (specials: 1, never masked); None when no non-special score is positive."""
     positive = np.clip(np.where(special, 0.0, scores), 0.0, None)
-    top = positive.max() if (~special).any() else 0.0
+    top = positive.max()
     if top <= 0:
         return None
     return np.where(special, 1.0, positive / top)
