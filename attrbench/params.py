@@ -46,6 +46,12 @@ class Configurable:
     kind: ClassVar[str] = "plugin"  # "method" or "evaluation", for messages
     params: dict[str, Param] = {}
 
+    def __getattr__(self, name: str):  # a parameter not set on the instance reads as its default
+        params = type(self).params
+        if not name.startswith("__") and name in params:
+            return params[name].default
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     def get_params(self) -> dict:
         return {name: getattr(self, name, param.default) for name, param in self.params.items()}
 
