@@ -39,6 +39,31 @@ def _csv(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
 
+def _plugin_params(items: list[str] | None) -> tuple[dict, dict]:
+    """``--param PLUGIN.NAME=VALUE`` options -> (method_params, eval_params); VALUE is read as JSON when it
+    parses (numbers, true/false, null), else as text."""
+    from .registry import EVALS, METHODS
+
+    methods, evals = {}, {}
+    for item in items or []:
+        match = re.fullmatch(r"([\w-]+)\.(\w+)=(.*)", item, re.S)
+        if not match:
+            raise InputError(f"--param '{item}' is not PLUGIN.NAME=VALUE, e.g. naopc.beam_width=2")
+        plugin, name, text = match.groups()
+        try:
+            value = json.loads(text)
+        except ValueError:
+            value = text
+        if plugin in EVALS.names():
+            evals.setdefault(plugin, {})[name] = value
+        elif plugin in METHODS.names():
+            methods.setdefault(plugin, {})[name] = value
+        else:
+            raise InputError(f"--param '{item}': '{plugin}' is neither a method nor an evaluation (see `attrbench "
+                             "methods` and `attrbench evals`)")
+    return methods, evals
+
+
 def cmd_models(args) -> None:
     from .models import list_models, supported_architectures
 
@@ -94,6 +119,8 @@ def cmd_datasets(args) -> None:
     for row in rows:
         print(f"{row['name']:<15} {row['family']:<10} {row['description']} (splits: {', '.join(row['splits'])}; "
               f"default {row['default_split']})")
+    print("or --dataset PATH: a .jsonl, .csv or .tsv file of your own (text + label/target, or sentence_good + "
+          "sentence_bad; optional rationale)")
 
 
 def cmd_decompose(args) -> None:
@@ -199,12 +226,14 @@ def cmd_eval(args) -> None:
     from .results import provenance, table, write_results
 
     _quiet_transformers()
+    method_params, eval_params = _plugin_params(args.param)
     adapter = load_model(args.model, dtype=args.dtype)
     records = evaluate(adapter, _csv(args.method) or [], _csv(args.eval) or [], args.dataset, n=args.n,
                        seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir,
-                       progress=not args.json)
+                       progress=not args.json, method_params=method_params, eval_params=eval_params)
     info = provenance(adapter, dataset=args.dataset, split=args.split, n=args.n, seed=args.seed, rank=args.rank,
-                      evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir)
+                      evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir,
+                      params=args.param or [])
     path = write_results(records, args.out, info)
     if args.json:
         print(json.dumps(records, default=float))
@@ -330,13 +359,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--method", default="", help="comma-separated, or 'all' (analyses take none)")
     p.add_argument("--eval", required=True, help="comma-separated evaluation names (see `attrbench evals`)")
-    p.add_argument("--dataset", required=True, help="a registered dataset (see `attrbench datasets`)")
+    p.add_argument("--dataset", required=True, help="a registered dataset (see `attrbench datasets`) or a .jsonl, "
+                                                    ".csv or .tsv file of your own (README: Your own data)")
     p.add_argument("--split", help="sst2: dev (default), test (predicted class) or train; sva-linzen on the "
                                   "probe: test (default), val or train")
     p.add_argument("--n", type=int, default=500, help="sample size (default 500; all if larger than the data)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"],
                    help="Spearman convention: scipy (tie-corrected, default) or dense (the ALTI scripts)")
+    p.add_argument("--param", action="append", metavar="PLUGIN.NAME=VALUE",
+                   help="a method's or evaluation's parameter (repeatable), e.g. naopc.beam_width=2 or "
+                        "faithfulness_corr.reference_method=blank_out; see `attrbench methods/evals --json`")
     p.add_argument("--data-dir", help="a folder laid out like attrbench/data (default: the shipped data)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--out", default="attrbench-out/eval", help="folder for the results files")
@@ -376,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", required=True)
     p.add_argument("--eval", required=True, help="comma-separated evaluations that score input attributions "
                                                  "(see `attrbench evals`)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help="a registered dataset or a .jsonl, .csv or .tsv file")
     p.add_argument("--name", default="external", help="method name to report the attributions under")
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"])
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])

@@ -1,9 +1,10 @@
 """Datasets: the plugin base class, the shipped files' readers, and sampling.
 
 Each dataset is a plugin (``attrbench/corpora/``, one file each, or a third party's through the
-entry-point group ``attrbench.datasets``); the shipped data is in ``attrbench/data`` (sources and
-licences in its README). A dataset turns into :class:`Example` s for one model: the text the model reads and the target it
-is explained for. The same SVA item reads differently per model kind (as in Ferrando et al. 2022, §4):
+entry-point group ``attrbench.datasets``), or a user's JSONL/CSV/TSV file given by its path
+(``attrbench.datafiles``); the shipped data is in ``attrbench/data`` (sources and licences in its
+README). A dataset turns into :class:`Example` s for one model: the text the model reads and the
+target it is explained for. The same SVA item reads differently per model kind (as in Ferrando et al. 2022, §4):
 
 - a verb-number probe (``minilm-l6-sva``) or a masked LM reads the sentence with the verb replaced
   by the mask token; the probe's target is the correct number class, a masked LM's the contrast of
@@ -27,6 +28,7 @@ import numpy as np
 from .errors import InputError
 from .models.zoo import file_sha256
 from .registry import DATASETS
+from .textfiles import read_text
 
 PACKAGE_DATA = Path(__file__).parent / "data"
 SVA_SPLIT_SEED = 0  # the probe's 70/15/15 split of the Linzen set; fixed so training and evaluation agree
@@ -83,13 +85,7 @@ def data_path(relative: str, data_dir: Optional[str | Path] = None) -> Path:
 
 def read_tsv(path: Path, header: list[str]) -> list[dict]:
     """Rows of a tab-separated file whose header starts with ``header``; malformed rows name their line."""
-    raw = Path(path).read_bytes()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = raw[:err.start].count(b"\n") + 1
-        raise InputError(f"{path} line {line}: not UTF-8 text (byte "
-                         f"{raw[err.start]:#04x}); save the file as UTF-8") from None
+    text = read_text(path)
     with io.StringIO(text, newline="") as f:
         reader = csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
         try:
@@ -172,6 +168,25 @@ def _single_token(adapter, word: str) -> bool:
     return len(ids) == 1 and ids[0] != adapter.tokenizer.unk_token_id
 
 
+def contrast_reading(adapter, task: str, before: str, after: str, good: str, bad: str) -> tuple[str, str] | str:
+    """How a language model reads the contrast of ``good`` and ``bad`` at the word between ``before`` and
+    ``after``: (text, target), or the reason to skip the item ('multi_token', 'no_left_context').
+
+    A causal LM reads the left context and explains logit(good) - logit(bad) for the next token; a
+    masked LM reads the sentence with the word masked and explains the same at the mask. Both forms
+    must be single tokens, or the contrast is not one logit difference.
+    """
+    if "/" in good or not (_single_token(adapter, good) and _single_token(adapter, bad)):
+        return "multi_token"
+    if task == "causal_lm":
+        text = before.rstrip()
+        if not text:
+            return "no_left_context"
+    else:
+        text = f"{before}{adapter.tokenizer.mask_token}{after}"
+    return text, f"contrast:{good}/{bad}"
+
+
 def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=None) -> tuple[list[Example], dict]:
     """All examples of ``dataset`` as ``adapter`` reads them, and notes (split, skipped rows, file hash).
 
@@ -186,8 +201,20 @@ def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=No
 
 
 def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[list[Example], dict]:
-    plugin = DATASETS.get(dataset)
+    plugin = dataset_plugin(dataset)
     return plugin.examples(adapter, split or plugin.default_split, data_dir)
+
+
+def dataset_plugin(name: str) -> Dataset:
+    """A registered dataset by name, or a local .jsonl/.csv/.tsv file (``attrbench.datafiles``) by path."""
+    from .datafiles import FileDataset, looks_like_file
+
+    if name in DATASETS.names():
+        return DATASETS.get(name)
+    if looks_like_file(name):
+        return FileDataset(name)
+    raise InputError(f"unknown dataset '{name}'; registered: {', '.join(DATASETS.names())}; or give the path of "
+                     "a .jsonl, .csv or .tsv file (see README, \"Your own data\")")
 
 
 def agreement_examples(adapter, dataset: Dataset, rows: list[dict], split: str, data_dir) -> tuple[list[Example], dict]:
@@ -205,15 +232,14 @@ def agreement_examples(adapter, dataset: Dataset, rows: list[dict], split: str, 
         if task == "sva":
             text, target = r["masked"].replace("***mask***", mask), f"class:{r['singular']}"
         else:
-            if not (_single_token(adapter, r["correct"]) and _single_token(adapter, r["wrong"])):
-                skipped += 1  # a contrast target needs both verb forms to be one token
+            words, i = r["words"], r["verb_index"]
+            reading = contrast_reading(adapter, task, " ".join(words[:i]) + (" " if i else ""),
+                                       (" " if i + 1 < len(words) else "") + " ".join(words[i + 1:]),
+                                       r["correct"], r["wrong"])
+            if isinstance(reading, str):
+                skipped += 1  # a verb form of several tokens, or a verb-initial sentence for a causal LM
                 continue
-            target = f"contrast:{r['correct']}/{r['wrong']}"
-            text = " ".join(r["words"][:r["verb_index"]]) if task == "causal_lm" else r["masked"].replace(
-                "***mask***", mask)
-            if not text:
-                skipped += 1  # verb-initial sentence: no left context to read
-                continue
+            text, target = reading
         examples.append(Example(f"{dataset.name}:{r['row']}", text, target, meta))
     notes = {"split": split, "skipped_multi_token_or_empty": skipped,
              "file_sha256": file_sha256(dataset.file("all", data_dir)),

@@ -72,11 +72,15 @@ class Evaluation(Configurable):
             if reason:
                 raise InputError(f"method '{method.name}' cannot run on '{adapter.name}': {reason}")
 
+    def check_examples(self, adapter, examples: Sequence[Example]) -> None:
+        """Raise before any work if these examples lack what this evaluation reads (e.g. human rationales)."""
+
     def __call__(self, adapter, methods: Sequence[Method], examples: Sequence[Example],
                  context: EvalContext) -> list[dict]:
         if not examples:
             raise InputError(f"evaluation '{self.name}' got an empty sample: give --n of at least 1")
         self.check(adapter, methods, context)
+        self.check_examples(adapter, examples)
         return self.run(adapter, list(methods), list(examples), context)
 
     def run(self, adapter, methods, examples, context) -> list[dict]:

@@ -11,13 +11,13 @@ is an error naming the line, never a silent realignment.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
 from .errors import InputError
+from .textfiles import json_lines
 from .method import Method, MethodResult
 from .params import Param
 from .stats import with_intervals
@@ -50,18 +50,8 @@ def read_attributions(adapter, path: str | Path, examples) -> tuple[Precomputed,
     if not path.is_file():
         raise InputError(f"attributions file {path} does not exist")
     chosen, table, seen = [], {}, {}
-    for line_no, raw in enumerate(path.read_bytes().splitlines(), 1):
+    for line_no, obj in json_lines(path):
         where = f"{path} line {line_no}"
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as err:
-            raise InputError(f"{where}: not UTF-8 text (byte {raw[err.start]:#04x} at column {err.start + 1})") from None
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise InputError(f"{where}: not valid JSON ({err.msg})") from None
         if not isinstance(obj, dict) or "scores" not in obj or not ({"tokens", "input_ids"} & set(obj)):
             raise InputError(f"{where}: needs \"scores\" and \"tokens\" (or \"input_ids\")")
         key = "id" if "id" in obj else "text"

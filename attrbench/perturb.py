@@ -16,6 +16,7 @@ import torch
 
 from .models.adapter import pad_ids
 from .targets import ResolvedTarget
+from .tokens import ranked
 
 
 @torch.no_grad()
@@ -82,7 +83,7 @@ class Deletions:
 
     def order(self, scores: np.ndarray) -> list[int]:
         """Indices into ``positions``, most relevant first (ties: earlier token first)."""
-        return np.argsort(-np.asarray(scores)[self.positions], kind="stable").tolist()
+        return ranked(np.asarray(scores)[self.positions])
 
     def drops(self, sets: Sequence[frozenset], keep: bool = False) -> np.ndarray:
         """p(x) − p(x') with each set of token indices deleted (``keep``: only that set kept), one batch."""

@@ -101,6 +101,7 @@ def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequenc
     size = shard_size or max(1, len(ids))
     units = []
     for evaluation, given in assign_methods(adapter, evaluations, methods, named, dataset):
+        evaluation.check_examples(adapter, examples)
         common = dict(model=adapter.name, dataset=dataset, split=split, eval=evaluation.name,
                       eval_params=_pairs(evaluation.get_params()))
         if not evaluation.needs_methods:
@@ -144,7 +145,7 @@ def configured(plugins, names: Sequence[str], params: Optional[dict] = None, sha
     for name in names:
         plugin = plugins.get(name)
         values = {k: v for k, v in (shared or {}).items() if k in plugin.params}
-        out.append(plugin.with_params(**values, **(params or {}).get(name, {})))
+        out.append(plugin.with_params(**{**values, **(params or {}).get(name, {})}))
     return out
 
 
@@ -157,6 +158,11 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     from .datasets import sample
     from .registry import EVALS
 
+    for kind, params, names in (("evaluation", eval_params, eval_names), ("method", method_params, method_names)):
+        unused = [name for name in params or {} if list(names) != ["all"] and names != "all" and name not in names]
+        if unused:
+            raise InputError(f"parameters given for {kind} '{unused[0]}', which is not among those run: "
+                             f"{', '.join(names) or 'none'}")
     context = RunContext(str(adapter.dtype).replace("torch.", ""), data_dir)
     context.add_adapter(adapter)
     evals = configured(EVALS, eval_names, eval_params, {} if rank is None else {"rank": rank})

@@ -62,8 +62,9 @@ def write_results(records: list[dict], out_dir: str | Path, info: dict) -> Path:
     """Write ``<out>/<model>-<dataset>-<timestamp>.json`` (+ ``.csv``) atomically; return the JSON path."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    model = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(info["model"]).name)  # a folder path or org/name: one name
-    stem = f"{model}-{info.get('dataset', 'eval')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    model, dataset = (re.sub(r"[^A-Za-z0-9._-]+", "_", Path(str(info.get(key) or "eval")).name)  # paths: one name
+                      for key in ("model", "dataset"))
+    stem = f"{model}-{dataset}-{time.strftime('%Y%m%d-%H%M%S')}"
     path, k = out / f"{stem}.json", 1
     while path.exists():  # two runs in the same second
         k += 1

@@ -94,6 +94,7 @@ def _check_type(where: str, value, kind) -> None:
 
 
 def validate_config(raw: dict, source: str = "<config>") -> dict:
+    from .datafiles import looks_like_file
     from .registry import DATASETS, EVALS, METHODS
 
     if not isinstance(raw, dict):
@@ -121,6 +122,7 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
     if not raw.get("suite"):
         raise ConfigError("config has no [[suite]] entry: add at least one (model, dataset, evals)")
     method_names, eval_names = METHODS.names(), EVALS.names()
+    base = Path(source).parent if Path(source).is_file() else Path.cwd()
     seen: dict[tuple, int] = {}
     for k, entry in enumerate(raw["suite"]):
         where = f"suite[{k}]"
@@ -133,9 +135,17 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         for key in ("model", "dataset", "evals"):
             if key not in entry:
                 raise ConfigError(f"config key '{where}.{key}' is missing")
-        if entry["dataset"] not in DATASETS.names():
-            raise ConfigError(f"config key '{where}.dataset' is '{entry['dataset']}'; allowed: "
-                              f"{', '.join(DATASETS.names())}")
+        dataset = entry["dataset"]
+        if dataset not in DATASETS.names():
+            if not looks_like_file(dataset):
+                raise ConfigError(f"config key '{where}.dataset' is '{dataset}'; allowed: "
+                                  f"{', '.join(DATASETS.names())}, or the path of a .jsonl, .csv or .tsv file")
+            path = Path(dataset).expanduser()
+            path = path if path.is_absolute() else base / path  # relative to the config file, not the cwd
+            if not path.is_file():
+                raise ConfigError(f"config key '{where}.dataset': file {path} does not exist (a relative path is "
+                                  "read from the config file's folder)")
+            dataset = str(path.resolve())
         for name in entry["evals"]:
             if name not in eval_names:
                 raise ConfigError(f"config key '{where}.evals' names unknown evaluation '{name}'; allowed: "
@@ -152,7 +162,7 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         if not entry["evals"]:
             raise ConfigError(f"config key '{where}.evals' is empty; name at least one (see `attrbench evals`)")
         for name in entry["evals"]:
-            other = seen.setdefault((entry["model"], entry["dataset"], name), k)
+            other = seen.setdefault((entry["model"], dataset, name), k)
             if other != k:
                 raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']} is "
                                   f"already in suite[{other}]; each (model, dataset, evaluation) may appear once")
@@ -162,7 +172,7 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         _check_params(f"{where}.method_params", entry.get("method_params", {}), METHODS,
                       method_names if methods == "all" else methods)
         _check_params(f"{where}.eval_params", entry.get("eval_params", {}), EVALS, entry["evals"])
-        config["suite"].append({"model": entry["model"], "dataset": entry["dataset"], "n": n, "methods": methods,
+        config["suite"].append({"model": entry["model"], "dataset": dataset, "n": n, "methods": methods,
                                 "evals": list(entry["evals"]), "split": entry.get("split"),
                                 "method_params": entry.get("method_params", {}),
                                 "eval_params": entry.get("eval_params", {})})
@@ -323,6 +333,11 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, progress: 
         context = RunContext(config["dtype"])
         units, samples = plan(config, context)
         plan_seconds = time.perf_counter() - stage
+        for before, now in zip(store.meta("samples") or [], samples if stored is not None else []):
+            if before.get("file_sha256") != now.get("file_sha256"):
+                raise StoreError(f"run folder {run_dir} holds results on another version of {now['dataset']} "
+                                 f"(sha256 {str(before.get('file_sha256'))[:12]}…, now {now['file_sha256'][:12]}…); "
+                                 "use a new folder (--out) or restore the file")
         executor = executor or LocalExecutor()
         if stored is None:
             store.set_meta(config_hash=digest, versions=library_versions(), samples=samples,

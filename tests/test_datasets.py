@@ -83,6 +83,6 @@ def test_dataset_needs_a_matching_head(tiny_models, task_models):
         examples_for(tiny_models[("tiny-gpt2", "float32")], "sst2")
     with pytest.raises(InputError, match="needs a verb-number probe, a masked LM or a causal LM"):
         examples_for(task_models["sst2"], "sva-linzen")
-    with pytest.raises(InputError, match="unknown dataset 'imdb'; known: sst2"):
+    with pytest.raises(InputError, match="unknown dataset 'imdb'; registered: sst2.*or give the path of a .jsonl"):
         examples_for(task_models["sst2"], "imdb")
     assert set(DATASETS.names()) == {"sst2", "sva-linzen", "sva-generated"}

@@ -388,6 +388,83 @@ def test_fuzz_data_files(tmp_path_factory, data, how, model):
         assert not files_under(out_dir)
 
 
+# -- your own data files (JSONL, CSV, TSV through --dataset PATH) ------------------------------
+field_value = st.one_of(texts, targets, st.integers(-3, 70), st.booleans(), st.none(), st.floats(allow_nan=True),
+                        st.lists(st.integers(-2, 12), max_size=5), st.lists(st.sampled_from([0, 1, 2]), max_size=8),
+                        st.sampled_from(["negative", "positive", "LABEL_0", "0 1", "[1, 2]", "1,x"]))
+vocab_words = st.lists(st.sampled_from(VOCAB[5:]), min_size=2, max_size=9)
+
+
+def _likely_row(target: str, ws: list[str], marks: list[int]) -> dict:
+    """A well-formed row whose target fits some of the models: these reach the scoring code."""
+    return {"text": " ".join(ws + (["[MASK]"] if target in ("mask", "contrast:is/are") else [])), "target": target,
+            **({"rationale": sorted({m % len(ws) for m in marks})} if marks else {})}
+
+
+likely_file = st.builds(lambda target, rows: [_likely_row(target, *r) for r in rows],
+                        st.sampled_from(["next", "auto", "class:1", "mask", "token:the", "contrast:is/are"]),
+                        st.lists(st.tuples(vocab_words, st.lists(st.integers(0, 8), max_size=3)), min_size=1,
+                                 max_size=4))
+own_row = st.one_of(
+    st.fixed_dictionaries({"text": texts}, optional={
+        "label": st.one_of(st.integers(-1, 3), st.sampled_from(["negative", "positive", "LABEL_1", "2", "x"])),
+        "target": targets, "id": st.one_of(st.integers(0, 3), st.text(max_size=3)),
+        "rationale": st.one_of(st.lists(st.integers(-1, 8), max_size=4), st.sampled_from(["0 2", "[1]", "a"])),
+        "rationale_mask": st.lists(st.integers(0, 2), max_size=8), "extra": field_value}),
+    st.fixed_dictionaries({"sentence_good": texts, "sentence_bad": texts}, optional={"id": st.integers(0, 3)}),
+    st.builds(lambda ws, k, w: {"sentence_good": " ".join(ws), "sentence_bad": " ".join(ws[:k] + [w] + ws[k + 1:])},
+              st.lists(words, min_size=1, max_size=8), st.integers(0, 7), words),
+    st.dictionaries(st.sampled_from(["text", "label", "target", "sentence_good", "sentence_bad", "rationale", "id"]),
+                    field_value, max_size=4),
+)
+
+
+def _own_file(rows: list[dict], fmt: str) -> bytes:
+    if fmt == "jsonl":
+        return "".join(json.dumps(r) + "\n" for r in rows).encode()
+    import csv
+
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(dict.fromkeys(k for r in rows for k in r)) or ["text"],
+                            delimiter="," if fmt == "csv" else "\t")
+    writer.writeheader()
+    writer.writerows([{k: json.dumps(v) if isinstance(v, list) else v for k, v in r.items()} for r in rows])
+    return buffer.getvalue().encode("utf-8", "surrogatepass")
+
+
+@FUZZ
+@given(rows=st.one_of(likely_file, st.lists(own_row, min_size=0, max_size=4)), fmt=st.sampled_from(["jsonl", "csv", "tsv"]),
+       damage=st.sampled_from([None] * 6 + ["truncate", "bad_utf8", "blank_lines", "bom"]),
+       model=st.sampled_from(["tiny-bert", "tiny-gpt2", "binary"]),
+       evals=st.sampled_from(["erasure_aopc", "plausibility", "faithfulness_corr", "plausibility,erasure_aopc"]))
+def test_fuzz_own_data_files(tmp_path_factory, classifier, rows, fmt, damage, model, evals):
+    folder = tmp_path_factory.mktemp("own")
+    raw = _own_file(rows, fmt)
+    if damage == "truncate":
+        raw = raw[: len(raw) * 2 // 3]
+    elif damage == "bad_utf8":
+        raw = raw[: len(raw) // 2] + b"\xff" + raw[len(raw) // 2:]
+    elif damage == "blank_lines":
+        raw = raw.replace(b"\n", b"\n\n")
+    elif damage == "bom":
+        raw = b"\xef\xbb\xbf" + raw
+    path = folder / f"mine.{fmt}"
+    path.write_bytes(raw)
+    out_dir = folder / "out"
+    argv = ["eval", "--model", classifier + "-binary" if model == "binary" else model, f"--dataset={path}",
+            f"--eval={evals}", "--method=grad_l2,attn_rollout", "--n=3", "--out", str(out_dir), "--json"]
+    if "faithfulness" in evals:  # on your own data the reference is named, never guessed
+        argv += ["--param", "faithfulness_corr.reference_method=blank_out"]
+    code, out = run_cli("own data file", argv)
+    if code == 0:
+        records = loads_strict(out)
+        assert records and len(files_under(out_dir)) == 2
+        assert_finite(records, "eval on your own file")
+        assert all(r["data_file"] == str(path.resolve()) and len(r["file_sha256"]) == 64 for r in records)
+    else:
+        assert not files_under(out_dir)
+
+
 def test_fuzz_invariant_catches_a_traceback(monkeypatch):
     """The harness itself can fail: a bad input that raises a plain exception is reported, not passed."""
     import attrbench.targets

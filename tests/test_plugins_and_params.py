@@ -84,7 +84,7 @@ def test_changing_a_method_parameter_recomputes_exactly_its_units(tmp_path):
 def test_an_evaluation_parameter_is_set_per_suite():
     config = suite(methods=["alti"], evals=["faithfulness_corr"], eval_params={"faithfulness_corr": {"rank": "dense"}})
     units, _ = plan(config)
-    assert units[0].key == "tiny-gpt2|sva-generated:default|faithfulness_corr(rank=dense)|alti(value_bias=token)|0"
+    assert units[0].key == "tiny-gpt2|sva-generated:default|faithfulness_corr(rank=dense,reference_method=auto)|alti(value_bias=token)|0"
 
 
 @pytest.mark.parametrize("entry,message", [

@@ -13,7 +13,7 @@ from ..decompose import Decomposition
 from ..errors import InputError
 from ..plot import plot_maps, save_figure
 from ..registry import EVALS
-from .tables import faithfulness_records, groups, table_title
+from .tables import faithfulness_records, groups, short, table_title
 
 
 def _label(record: dict) -> str:
@@ -146,8 +146,8 @@ def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tu
             ax.set_ylabel(f"{metric} {'↑' if higher else '↓'}")
             ax.set_title(eval_name, fontsize=9)
             ax.legend(fontsize=7)
-        title = f"{model} · {dataset} · faithfulness vs cost"
-        stem = f"{model}-{dataset}-pareto".replace("/", "_")
+        title = f"{short(model)} · {short(dataset)} · faithfulness vs cost"
+        stem = f"{short(model)}-{short(dataset)}-pareto".replace("/", "_")
         out[title] = [(title, save_figure(fig, folder / f"{stem}.png", title))]
     return out
 
@@ -160,7 +160,7 @@ def make_figures(records: list[dict], folder: Path) -> dict[str, list[tuple[str,
     folder.mkdir(parents=True, exist_ok=True)
     figures: dict[str, list[tuple[str, Path]]] = {}
     for (model, dataset, eval_name), group in groups(records).items():
-        stem = f"{model}-{dataset}-{eval_name}".replace("/", "_")
+        stem = f"{short(model)}-{short(dataset)}-{eval_name}".replace("/", "_")
         title = table_title(model, dataset, eval_name)
         for kind in EVALS.get(eval_name).figures:
             if kind not in FIGURES:

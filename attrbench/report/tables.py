@@ -8,6 +8,8 @@ evaluation's name.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from ..registry import EVALS
@@ -31,8 +33,14 @@ def fmt(record: dict, digits: int = 3) -> str:
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
+def short(name: str) -> str:
+    """A model or dataset as a reader names it: an absolute path (a config's data file or model folder) by
+    its last part; registered names and hub ids as they are."""
+    return Path(name).name if Path(name).is_absolute() else name
+
+
 def table_title(model: str, dataset: str, eval_name: str) -> str:
-    return f"{model} · {dataset} · {eval_name}"
+    return f"{short(model)} · {short(dataset)} · {eval_name}"
 
 
 def groups(records: list[dict]) -> dict[tuple, list[dict]]:
@@ -171,7 +179,7 @@ def headline_table(records: list[dict], statistics: dict) -> tuple[pd.DataFrame,
             stats = statistics.get(table_title(model, dataset, eval_name))
             if not stats:
                 continue
-            column = f"{model} · {dataset} · {stats['metric']} {'↑' if stats['higher_is_better'] else '↓'}"
+            column = f"{short(model)} · {short(dataset)} · {stats['metric']} {'↑' if stats['higher_is_better'] else '↓'}"
             shared = list(stats["tier"].values())
             for r in group:
                 if r["eval"] == eval_name and r["metric"] == stats["metric"]:
@@ -215,7 +223,7 @@ def agreement_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]
                     if len(common) >= 3 else None
                 matrix.loc[a, b] = "n < 3" if tau is None else "undefined" if tau != tau else f"{tau:.2f}"
         frame = matrix.reset_index().rename(columns={"index": "metric"})
-        out.append((f"{model} · {dataset} · metric agreement", frame,
+        out.append((f"{short(model)} · {short(dataset)} · metric agreement", frame,
                     "Kendall's tau between the method rankings by each pair of metrics (each oriented so that "
                     "higher is better; reference methods left out); 1 = the same order, 0 = unrelated"))
     return out
