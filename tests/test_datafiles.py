@@ -290,3 +290,15 @@ def test_cli_params_reach_the_plugins(tiny_models, tmp_path):
         code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr", "--method",
                          "alti", "--param", bad, "--out", str(tmp_path / "o2")])
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_the_readme_example_files_read(task_models):
+    """examples/: the reviews (labels by name, rationales) on an SST-2 classifier, and the config that runs them."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    reviews, notes = examples_for(task_models["sst2"], str(root / "reviews.jsonl"))
+    assert len(reviews) == notes["with_rationale"] == 8 and {e.target for e in reviews} == {"class:0", "class:1"}
+    assert reviews[1].meta["rationale"] == [4, 9] and reviews[1].text.split()[9] == "flat."
+    config = read_config(root / "own-data.toml")
+    assert [s["dataset"] for s in config["suite"]] == [str(root / "reviews.jsonl"), str(root / "pairs.jsonl")]

