@@ -27,16 +27,16 @@ class GradientMethod(Method):
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
-        model = adapter.model
         results = []
         for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
 
             def forward(input_ids, attention_mask):
-                return resolved.logit(model(input_ids=input_ids, attention_mask=attention_mask).logits)
+                return resolved.logit(adapter.row_logits(resolved.row, input_ids=input_ids,
+                                                         attention_mask=attention_mask))
 
             with torch.enable_grad():
-                scores, meta = self.attribute(forward, model.get_input_embeddings(), ids, mask, adapter)
+                scores, meta = self.attribute(forward, adapter.model.get_input_embeddings(), ids, mask, adapter)
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores, None,
                                         {"dtype": str(adapter.dtype).replace("torch.", ""),
                                          "truncated": batch.truncated[b], **meta}))

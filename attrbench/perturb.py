@@ -8,7 +8,6 @@ the caller gives (deletions move the explained row; replacements do not).
 from __future__ import annotations
 
 import math
-from dataclasses import replace
 from typing import Sequence
 
 import numpy as np
@@ -33,9 +32,8 @@ def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[
     for k in range(0, len(order), batch_size):
         chunk = order[k:k + batch_size]
         ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
-        logits = adapter.model(input_ids=ids, attention_mask=mask).logits
-        for b, i in enumerate(chunk):
-            out[i] = float(replace(resolved, row=int(rows[i])).probability(logits[b:b + 1])[0])
+        logits = adapter.row_logits([int(rows[i]) for i in chunk], input_ids=ids, attention_mask=mask)
+        out[chunk] = resolved.probability(logits).double().numpy()
     return out
 
 

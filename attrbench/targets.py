@@ -114,7 +114,8 @@ class ResolvedTarget:
     explains: str = ""  # what the index means, for people: "class 1 (positive)", "'Ġare' - 'Ġis'"
 
     def logit(self, logits):
-        """(B, ...) model logits -> (B,) explained score (a logit, or a logit difference)."""
+        """(B, ...) model logits, or (B, V) logits at the row (``adapter.row_logits``) -> (B,) explained score
+        (a logit, or a logit difference)."""
         at = self._at(logits)
         score = at[:, self.index]
         return score if self.contrast_index is None else score - at[:, self.contrast_index]
@@ -126,7 +127,7 @@ class ResolvedTarget:
     def _at(self, logits):
         if self.head is None:
             raise InputError(f"target '{self.target}' reads no logit: the model has no output head")
-        return logits if self.head == "classifier" else logits[:, self.row]
+        return logits if self.head == "classifier" or logits.ndim == 2 else logits[:, self.row]
 
     def meta(self) -> dict:
         """What every result records about its target."""

@@ -58,14 +58,16 @@ def soft_drops(adapter, ids: list[int], resolved, q: np.ndarray, special: np.nda
     model = adapter.model
     tokens = torch.tensor([ids])
     embeds = model.get_input_embeddings()(tokens)  # (1, n, d)
-    p_full = float(resolved.probability(model(input_ids=tokens, attention_mask=torch.ones_like(tokens)).logits)[0])
+    p_full = float(resolved.probability(adapter.row_logits(resolved.row, input_ids=tokens,
+                                                           attention_mask=torch.ones_like(tokens)))[0])
     rng = np.random.default_rng(seed)
     uniform = torch.from_numpy(rng.random((samples, len(ids), embeds.shape[-1])))
     out = []
     for keep in (1.0 - q, q):  # comprehensiveness: important tokens are dropped; sufficiency: kept
         keep = torch.from_numpy(np.where(special, 1.0, keep))[None, :, None]
         masks = (uniform < keep).to(embeds.dtype)
-        logits = model(inputs_embeds=embeds * masks, attention_mask=torch.ones(samples, len(ids), dtype=torch.long)).logits
+        logits = adapter.row_logits(resolved.row, inputs_embeds=embeds * masks,
+                                    attention_mask=torch.ones(samples, len(ids), dtype=torch.long))
         out.append(p_full - float(resolved.probability(logits).mean()))
     return out[0], out[1]
 

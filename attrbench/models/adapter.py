@@ -7,6 +7,8 @@ decomposition can be checked against it. Attention probabilities come from
 """
 from __future__ import annotations
 
+import inspect
+
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Iterator, Optional, Sequence
@@ -160,6 +162,22 @@ class TransformerAdapter:
         return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated)
 
     # -- forward -----------------------------------------------------------------------------
+    def row_logits(self, rows: Sequence[int] | int, **inputs) -> torch.Tensor:
+        """(B, classes or vocabulary) logits of each sequence at its row (a sequence classifier has one row).
+
+        A causal LM computes its head only at the rows asked for (``logits_to_keep``): the unembedding
+        of a 49k-token vocabulary is about a fifth of SmolLM2's forward pass, and every gradient and
+        perturbation pass needs one row of it.
+        """
+        batch = next(v for v in inputs.values() if v is not None).shape[0]
+        rows = torch.as_tensor([rows] * batch if isinstance(rows, int) else list(rows), dtype=torch.long)
+        if self.causal and "logits_to_keep" in inspect.signature(self.model.forward).parameters:
+            keep, where = torch.unique(rows, return_inverse=True)
+            logits = self.model(**inputs, logits_to_keep=keep).logits  # (B, len(keep), V)
+            return logits[torch.arange(batch), where]
+        logits = self.model(**inputs).logits
+        return logits if logits.ndim == 2 else logits[torch.arange(batch), rows]
+
     @contextmanager
     def _hooks(self, store: list[dict]) -> Iterator[None]:
         handles = []
