@@ -94,3 +94,14 @@ class Deletions:
         k = m is left out: deleting (or keeping) every token is the same text for every ordering.
         """
         return self.drops([frozenset(order[:k]) for k in range(1, self.m)], keep)
+
+
+def shared_deletions(run, adapter, input_ids: Sequence[int], target: str) -> Deletions:
+    """The one :class:`Deletions` of an example (model, text, target) in a run context: every method and every
+    erasure metric of that example reads and fills the same memo, so a set of deleted tokens that two
+    methods' rankings (or AOPC, NAOPC and ABPC) reach goes through the model once."""
+    from .targets import resolve_text
+
+    ids = list(input_ids)
+    return run.memo(("deletions", adapter.name, str(adapter.dtype), tuple(ids), target),
+                    lambda: Deletions(adapter, ids, resolve_text(adapter, ids, target)))

@@ -14,9 +14,8 @@ An example with fewer than two non-special tokens has no curve: its value is und
 import numpy as np
 
 from attrbench.evaluation import Evaluation
-from attrbench.perturb import Deletions
+from attrbench.perturb import Deletions, shared_deletions
 from attrbench.registry import EVALS
-from attrbench.targets import resolve_text
 
 
 def abpc(deletions: Deletions, scores: np.ndarray):
@@ -40,7 +39,7 @@ class ABPC(Evaluation):
             values = []
             for example, result in zip(examples, context.attributions(adapter, method, examples)):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                values.append(abpc(Deletions(adapter, ids, resolve_text(adapter, ids, example.target)), result.values))
+                values.append(abpc(shared_deletions(context.run, adapter, ids, example.target), result.values))
             records.append(self.record(adapter, context, method, "abpc", values, examples))
         return records
 

@@ -17,9 +17,8 @@ token, none special: a one-word prompt of a decoder) has no value (``n_undefined
 import numpy as np
 
 from attrbench.evaluation import Evaluation
-from attrbench.perturb import Deletions, ceil_count
+from attrbench.perturb import ceil_count, shared_deletions
 from attrbench.registry import EVALS
-from attrbench.targets import resolve_text
 
 BINS = (1, 5, 10, 20, 50)
 
@@ -38,7 +37,7 @@ class ErasureAOPC(Evaluation):
             comp, suff = [], []
             for example, result in zip(examples, results):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                deletions = Deletions(adapter, ids, resolve_text(adapter, ids, example.target))
+                deletions = shared_deletions(context.run, adapter, ids, example.target)
                 if deletions.m == 0 or len(ids) < 2:  # nothing to delete, or deleting it leaves no text
                     comp.append(None)
                     suff.append(None)

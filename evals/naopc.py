@@ -23,9 +23,8 @@ from itertools import combinations
 
 from attrbench.evaluation import Evaluation
 from attrbench.params import Param
-from attrbench.perturb import Deletions
+from attrbench.perturb import Deletions, shared_deletions
 from attrbench.registry import EVALS
-from attrbench.targets import resolve_text
 
 KINDS = ("comprehensiveness", "sufficiency")
 
@@ -92,7 +91,7 @@ class NAOPC(Evaluation):
             found = []
             for example, result in zip(examples, context.attributions(adapter, method, examples)):
                 ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                deletions = Deletions(adapter, ids, resolve_text(adapter, ids, example.target))
+                deletions = shared_deletions(context.run, adapter, ids, example.target)
                 if deletions.m < 2:
                     found.append({"id": example.id, "m": deletions.m, "bounds": "undefined (m < 2)"})
                     for kind in KINDS:

@@ -111,3 +111,41 @@ def test_bad_parameters_and_unreachable_embeddings_are_refused_before_work(tiny_
     monkeypatch.setattr(adapter.model, "get_input_embeddings", lambda: None)
     with pytest.raises(InputError, match="soft_erasure' cannot run on 'tiny-gpt2'.*erasure_aopc or naopc"):
         EVALS.get("soft_erasure").check(adapter, [], EvalContext("sva-generated"))
+
+
+@pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
+def test_shared_deletions_equal_one_method_at_a_time_and_send_fewer_sequences(tiny_models, model, monkeypatch):
+    """Every method and erasure metric of an example fill one memo of deleted sets; the scores equal those
+    of each method alone (own context, own batches) to 1e-5, with fewer sequences through the model."""
+    import attrbench.perturb
+    from attrbench.context import RunContext
+    from attrbench.datasets import examples_for, sample
+    from attrbench.registry import METHODS
+
+    adapter = tiny_models[(model, "float32")]
+    examples = sample(examples_for(adapter, "sva-generated")[0], 3, 0)
+    methods = [METHODS.get(m) for m in ("attn_rollout", "alti", "grad_l2", "blank_out")]
+    evals = [EVALS.get("erasure_aopc"), EVALS.get("abpc"), EVALS.get("naopc").with_params(beam_width=1)]
+    sent = []
+    real = attrbench.perturb.target_probabilities
+    monkeypatch.setattr(attrbench.perturb, "target_probabilities",
+                        lambda adapter, resolved, sequences, *a, **k: sent.append(len(sequences)) or real(
+                            adapter, resolved, sequences, *a, **k))
+
+    def scores(shared: bool):
+        sent.clear()
+        run, values = RunContext(), {}
+        for method in methods:
+            for evaluation in evals:
+                context = EvalContext("sva-generated", run=run if shared else RunContext())
+                for r in evaluation(adapter, [method], examples, context):
+                    values[(method.name, r["eval"], r["metric"])] = r["values"]
+        return values, sum(sent)
+
+    alone, sent_alone = scores(shared=False)
+    shared, sent_shared = scores(shared=True)
+    assert alone.keys() == shared.keys()
+    for key in alone:
+        assert np.allclose(np.array(shared[key], dtype=float), np.array(alone[key], dtype=float), atol=1e-5,
+                           equal_nan=True), key
+    assert sent_shared < 0.6 * sent_alone
