@@ -45,6 +45,16 @@ def test_integrated_gradients_is_complete(tiny_models):
     adapter = tiny_models[("tiny-gpt2", "float64")]
     result = METHODS.get("integrated_gradients")(adapter, ["the dogs run to the house"], target="token:are")[0]
     assert result.meta["convergence_delta"] < 1e-6 and result.meta["n_steps"] == 50
+    # relative_delta: |sum of attributions - (F(x) - F(x'))| / |F(x) - F(x')|, F(x') from a plain forward pass
+    few = METHODS.get("integrated_gradients").with_params(n_steps=2)(adapter, ["the dogs run to the house"],
+                                                                    target="token:are")[0]
+    ids = adapter.encode(["the dogs run to the house"]).input_ids
+    token = few.meta["index"]
+    with torch.no_grad():
+        gap = float(adapter.model(input_ids=ids).logits[0, -1, token]
+                    - adapter.model(input_ids=torch.full_like(ids, adapter.tokenizer.pad_token_id)).logits[0, -1, token])
+    assert few.meta["relative_delta"] == pytest.approx(abs(few.values.sum() - gap) / abs(gap), rel=1e-9)
+    assert few.meta["relative_delta"] > 1e-4 > result.meta["relative_delta"]
 
 
 def test_blank_out_matches_one_forward_per_variant(tiny_models):
