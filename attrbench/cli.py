@@ -390,7 +390,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("run", help="the main job: a leaderboard run from a config, then its report")
-    p.add_argument("config", nargs="?", help="TOML (or YAML) run config (default: the shipped default leaderboard)")
+    p.add_argument("config", nargs="?", help="TOML (or YAML) run config, or a shipped one by name: default (the "
+                                             "default when left out) or full (the whole evaluation sets)")
     p.add_argument("--out", default="attrbench-runs", help="parent folder of run folders (default attrbench-runs)")
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: ray.init() starts or joins a local one)")

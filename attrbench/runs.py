@@ -59,8 +59,12 @@ class ConfigError(InputError):
 def read_config(path: Optional[str | Path] = None) -> dict:
     """Parse and validate a run config; errors name the key and what is allowed."""
     path = Path(path) if path else DEFAULT_CONFIG
+    shipped = DEFAULT_CONFIG.parent / f"{path}.toml"
+    if not path.is_file() and path.suffix == "" and shipped.is_file():
+        path = shipped  # a shipped config by name: `attrbench run full`
     if not path.is_file():
-        raise ConfigError(f"config file {path} does not exist")
+        raise ConfigError(f"config file {path} does not exist; the shipped configs are "
+                          f"{', '.join(sorted(p.stem for p in DEFAULT_CONFIG.parent.glob('*.toml')))}")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as err:

@@ -1,13 +1,18 @@
 """Where a leaderboard run's time goes: seconds per example per (model, evaluation, method), and totals.
 
     python benchmarks/bench_leaderboard.py RUN_DIR [RUN_DIR ...] [--json OUT.json] [--top 15]
-    python benchmarks/bench_leaderboard.py --run [CONFIG] --out DIR [--json OUT.json]
+    python benchmarks/bench_leaderboard.py --run [CONFIG] --out DIR [--scale F] [--json OUT.json]
 
 The first form reads finished run folders (their ``store.sqlite``: every unit's wall seconds and the
 examples it covered); the second runs a config first (default: the shipped default leaderboard)
 into ``DIR``. A unit's seconds include the attributions it was the first to need: the run context
 memoises them, so the evaluation that runs first for a method pays for them, and the rest reuse
 them. Timing units measure themselves and are listed like the others.
+
+``--scale F`` runs the config with every suite's n multiplied by F (at least 1 example) and adds an
+``extrapolated`` table: each (model, dataset, evaluation)'s seconds times the config's n over the n
+it ran, i.e. what the config would take at its own size if every example cost what the sampled
+ones did. It is an estimate (fixed costs such as the first call of a method are scaled too).
 """
 from __future__ import annotations
 
@@ -57,6 +62,18 @@ def summarise(rows: list[dict], top: int) -> dict:
             "totals": totals}
 
 
+def extrapolate(by_eval: pd.DataFrame, full_n: dict) -> pd.DataFrame:
+    """Each (model, dataset, evaluation)'s seconds scaled from the examples it ran to the config's n."""
+    frame = by_eval.copy()
+    frame["config_n"] = [full_n.get((m, d, e), n) for m, d, e, n in
+                         zip(frame["model"], frame["dataset"], frame["eval"], frame["examples"])]
+    frame["estimated_seconds"] = frame["seconds"] * frame["config_n"] / frame["examples"].clip(lower=1)
+    total = pd.DataFrame([{"model": "all", "dataset": "", "eval": "total", "seconds": frame["seconds"].sum(),
+                           "estimated_seconds": frame["estimated_seconds"].sum()}])
+    columns = ["model", "dataset", "eval", "examples", "config_n", "seconds", "estimated_seconds"]
+    return pd.concat([frame.sort_values("estimated_seconds", ascending=False)[columns], total], ignore_index=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("run_dirs", nargs="*", help="finished run folders")
@@ -64,10 +81,18 @@ def main() -> int:
     parser.add_argument("--out", default="bench-runs", help="parent folder for --run")
     parser.add_argument("--json", help="also write the tables as JSON here")
     parser.add_argument("--top", type=int, default=15, help="how many of the slowest (evaluation, method) pairs")
+    parser.add_argument("--scale", type=float, help="with --run: run every suite at n x SCALE and extrapolate")
     args = parser.parse_args()
     run_dirs = [Path(d) for d in args.run_dirs]
+    full_n = {}
     if args.run is not None:
         config = read_config(args.run or None)
+        if args.scale:
+            for entry in config["suite"]:
+                for name in entry["evals"]:
+                    full_n[(entry["model"], entry["dataset"], name)] = entry["n"]
+                entry["n"] = max(1, round(entry["n"] * args.scale))
+            config["name"] += f"-x{args.scale:g}"
         run_dir = Path(args.out) / config["name"]
         run_leaderboard(config, run_dir, progress=True)
         run_dirs.append(run_dir)
@@ -75,6 +100,8 @@ def main() -> int:
         parser.error("give run folders, or --run [CONFIG]")
     rows = [row for d in run_dirs for row in unit_rows(d)]
     tables = summarise(rows, args.top)
+    if full_n:
+        tables["extrapolated"] = extrapolate(tables["by_eval"], full_n)
     print("(a unit's seconds include the attributions and shared work, e.g. NAOPC's bounds, it was the first "
           "to need)")
     with pd.option_context("display.width", 200, "display.max_rows", 200):

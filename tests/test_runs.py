@@ -65,6 +65,11 @@ def test_config_errors_name_the_key(tmp_path):
         with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             bad(text)()
     assert read_config()["name"] == "default"  # the shipped default config is valid
+    full = read_config("full")  # shipped configs by name: `attrbench run full`, the whole evaluation sets
+    assert [(e["model"], e["n"]) for e in full["suite"][:3]] == [("minilm-l6-sst2", 872), ("minilm-l6-sva", 1123),
+                                                                ("smollm2-135m", 500)]
+    with pytest.raises(InputError, match="config file nosuch does not exist; the shipped configs are default, full"):
+        read_config("nosuch")
 
 
 def test_run_store_merge_and_rerun(config_file, tmp_path):
