@@ -302,3 +302,20 @@ def test_the_readme_example_files_read(task_models):
     assert reviews[1].meta["rationale"] == [4, 9] and reviews[1].text.split()[9] == "flat."
     config = read_config(root / "own-data.toml")
     assert [s["dataset"] for s in config["suite"]] == [str(root / "reviews.jsonl"), str(root / "pairs.jsonl")]
+
+
+def test_score_reads_attributions_for_a_file_of_your_own(tiny_models, tmp_path):
+    """`attrbench score --dataset FILE`: another tool's scores, matched by the ids a file gives its rows."""
+    from attrbench.external import score_attributions
+
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    data = write_jsonl(tmp_path / "mine.jsonl", RATIONALE_ROWS[:3])
+    lines = []
+    for row in RATIONALE_ROWS[:3]:
+        ids = adapter.tokenizer(row["text"])["input_ids"]
+        lines.append(json.dumps({"id": f"mine:{row['id']}", "tokens": adapter.tokenizer.convert_ids_to_tokens(ids),
+                                 "scores": [float(k) for k in range(len(ids))]}))
+    (tmp_path / "theirs.jsonl").write_text("\n".join(lines))
+    records = score_attributions(adapter, tmp_path / "theirs.jsonl", ["plausibility"], data, progress=False)
+    assert {r["metric"] for r in records} == {"auprc", "token_f1", "token_iou"}
+    assert all(r["n"] == 3 and r["example_ids"] == ["mine:a", "mine:b", "mine:c"] for r in records)
