@@ -261,8 +261,14 @@ def test_a_config_reads_a_file_next_to_it_and_notices_when_it_changes(tmp_path):
     report = (tmp_path / "runs" / "mine" / "leaderboard.md")
     from attrbench.report import write_report
 
-    write_report(tmp_path / "runs" / "mine")
-    assert "plausibility" in report.read_text()
+    stale = tmp_path / "runs" / "mine" / "figures" / "renamed-long-ago.png"
+    stale.parent.mkdir(exist_ok=True)
+    stale.write_bytes(b"")
+    paths = write_report(tmp_path / "runs" / "mine")
+    text = report.read_text()
+    assert "## tiny-gpt2 · mine.jsonl · plausibility" in text  # a config's absolute path, shown by its name
+    assert "Published numbers" not in text  # no published value for a file of your own
+    assert not stale.exists() and len(list(stale.parent.glob("*.png"))) == paths["figures"]
     write_jsonl(data / "mine.jsonl", rows[:3] + [{**rows[3], "text": "a bad film"}])
     with pytest.raises(StoreError, match="holds results on another version of .*mine.jsonl"):
         run_leaderboard(read_config(config_path), tmp_path / "runs" / "mine", progress=False)

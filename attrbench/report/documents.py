@@ -66,11 +66,16 @@ def write_report(run_dir: str | Path) -> dict:
                          [f for group in pareto.values() for f in group]))
     sections += [(title, frame, note, []) for title, frame, note in agreement_tables(records)]
     sections += [(title, frame, note, figures.get(title, [])) for title, frame, note, _ in tables]
+    shown = {path.name for *_, pictures in sections for _, path in pictures}
+    for stale in (run_dir / "figures").glob("*.png"):  # left by an earlier rendering of this folder
+        if stale.name not in shown:
+            stale.unlink()
     ci_note = CI_NOTE.format(resamples=meta["config"].get("bootstrap_resamples", RESAMPLES))
     explain = [f"{ci_note[0].upper()}{ci_note[1:]}.", f"{TIER_NOTE[0].upper()}{TIER_NOTE[1:]}; p-values in "
-               "statistics.json.",
-               "Published numbers are from the papers' own models (BERT-base family, GPT-2), not from these "
-               "models: they are context, not a comparison."]
+               "statistics.json."]
+    if any(r.get("published") for r in records):
+        explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
+                       "these models: they are context, not a comparison.")
     md = [f"# attrbench leaderboard: {meta['config']['name']}", "", *_provenance_lines(meta), "",
           *[line for text in explain for line in (text, "")]]
     for title, frame, note, pictures in sections:
