@@ -35,8 +35,11 @@ from .targets import Target, head_kind, resolve
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
 SUFFIXES = (".jsonl", ".csv", ".tsv")
+TARGETS = {"text": "text rows: as each row gives it (label or target)",
+           "minimal pairs": "minimal pairs: logit(good) - logit(bad) at the differing word"}
 HEADS = {"classifier": "a sequence classifier", "token_classifier": "a token-classification probe",
          "masked_lm": "a masked LM", "causal_lm": "a causal LM", None: "a bare model without an output head"}
+PAIR_FIELDS = {"sentence_good", "sentence_bad"}
 PAIR_WORD = re.compile(r"\w+|[^\w\s]")  # minimal pairs compare words and punctuation marks separately
 
 
@@ -110,20 +113,21 @@ class FileDataset(Dataset):
 
     def examples(self, adapter, split: str, data_dir=None) -> tuple[list[Example], dict]:
         self._check_split(split)
-        stem, head = self.path.stem, head_kind(adapter)
+        head = head_kind(adapter)
         examples, seen, counts = [], {}, {"multi_token": 0, "not_one_word_difference": 0, "no_left_context": 0}
         layouts = set()
         for line, fields in read_rows(self.path):
             where = f"{self.path} line {line}"
             values = {k: v for k, v in fields.items() if v is not None and v != ""}
-            if "text" in values and ({"sentence_good", "sentence_bad"} & set(values)):
+            pair = bool(PAIR_FIELDS & set(values))
+            if "text" in values and pair:
                 raise InputError(f"{where}: give text or sentence_good/sentence_bad, not both")
             if "text" in values:
                 layouts.add("text")
-                example = self._text_example(adapter, head, where, stem, line, values)
-            elif {"sentence_good", "sentence_bad"} & set(values):
+                example = self._text_example(adapter, head, where, line, values)
+            elif pair:
                 layouts.add("minimal pairs")
-                example = self._pair_example(adapter, head, where, stem, line, values)
+                example = self._pair_example(adapter, head, where, line, values)
                 if isinstance(example, str):
                     counts[example] += 1
                     continue
@@ -141,24 +145,22 @@ class FileDataset(Dataset):
                              f"skipped ({_counted(counts)})")
         notes = {"split": "all", "data_file": str(self.path.resolve()), "file_sha256": file_sha256(self.path),
                  "layout": " and ".join(sorted(layouts)),
-                 "target": "as each row gives it (label or target)" if layouts == {"text"} else
-                 "logit(good) - logit(bad) at the differing word" + (" (minimal pairs); text rows: their label "
-                                                                      "or target" if "text" in layouts else ""),
+                 "target": "; ".join(TARGETS[layout] for layout in sorted(layouts)),
                  "with_rationale": sum("rationale" in e.meta for e in examples)}
         if "minimal pairs" in layouts:
             notes.update({f"skipped_{k}": v for k, v in counts.items()})
         return examples, notes
 
     # -- one row each ---------------------------------------------------------------------------
-    def _example_id(self, where: str, stem: str, line: int, values: dict) -> str:
+    def _example_id(self, where: str, line: int, values: dict) -> str:
         given = values.get("id")
         if given is None:
-            return f"{stem}:{line}"
+            return f"{self.path.stem}:{line}"
         if isinstance(given, bool) or not isinstance(given, (str, int)) or not str(given).strip():
             raise InputError(f"{where}: id must be a non-empty string or integer, not {given!r}")
-        return f"{stem}:{str(given).strip()}"
+        return f"{self.path.stem}:{str(given).strip()}"
 
-    def _text_example(self, adapter, head, where, stem, line, values) -> Example:
+    def _text_example(self, adapter, head, where, line, values) -> Example:
         text = values["text"]
         if not isinstance(text, str) or not text.strip():
             raise InputError(f"{where}: text must be a non-empty string")
@@ -185,7 +187,7 @@ class FileDataset(Dataset):
         rationale = self._rationale(where, text, values)
         if rationale is not None:
             meta["rationale"] = rationale
-        return Example(self._example_id(where, stem, line, values), text, str(target), meta)
+        return Example(self._example_id(where, line, values), text, str(target), meta)
 
     def _label(self, adapter, head, where, label) -> int:
         if head not in ("classifier", "token_classifier"):
@@ -227,7 +229,7 @@ class FileDataset(Dataset):
                              f"(indices 0..{n_words - 1})")
         return sorted(set(items))
 
-    def _pair_example(self, adapter, head, where, stem, line, values) -> Example | str:
+    def _pair_example(self, adapter, head, where, line, values) -> Example | str:
         good, bad = values.get("sentence_good"), values.get("sentence_bad")
         if not isinstance(good, str) or not isinstance(bad, str) or not good.strip() or not bad.strip():
             raise InputError(f"{where}: a minimal pair needs both sentence_good and sentence_bad as non-empty text")
@@ -246,7 +248,7 @@ class FileDataset(Dataset):
         if isinstance(reading, str):
             return reading
         text, target = reading
-        return Example(self._example_id(where, stem, line, values), text, target,
+        return Example(self._example_id(where, line, values), text, target,
                        {"line": line, "good": word.group(), "bad": b[differ[0]].group()})
 
 

@@ -159,7 +159,7 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     from .registry import EVALS
 
     for kind, params, names in (("evaluation", eval_params, eval_names), ("method", method_params, method_names)):
-        unused = [name for name in params or {} if list(names) != ["all"] and names != "all" and name not in names]
+        unused = [name for name in params or {} if name not in names and names not in ("all", ["all"])]
         if unused:
             raise InputError(f"parameters given for {kind} '{unused[0]}', which is not among those run: "
                              f"{', '.join(names) or 'none'}")

@@ -337,7 +337,7 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, progress: 
         context = RunContext(config["dtype"])
         units, samples = plan(config, context)
         plan_seconds = time.perf_counter() - stage
-        for before, now in zip(store.meta("samples") or [], samples if stored is not None else []):
+        for before, now in zip(store.meta("samples") or [], samples):  # a data file edited since then
             if before.get("file_sha256") != now.get("file_sha256"):
                 raise StoreError(f"run folder {run_dir} holds results on another version of {now['dataset']} "
                                  f"(sha256 {str(before.get('file_sha256'))[:12]}…, now {now['file_sha256'][:12]}…); "

@@ -86,6 +86,8 @@ class TransformerAdapter:
                 raise ModelLoadError(f"model '{name}' has NaN/inf in weight '{pname}'; the weights are corrupt: "
                                      "re-download or rebuild them")
         self.layers: list[LayerSpec] = self.architecture.read_layers(model.base_model, model.config)
+        # transformers' causal LMs can compute the head at chosen rows only (see row_logits)
+        self._logits_to_keep = self.causal and "logits_to_keep" in inspect.signature(model.forward).parameters
         self._check_activation()
         if tokenizer.pad_token is None:  # decoders: padding is masked out, any id will do
             tokenizer.pad_token = tokenizer.eos_token or tokenizer.unk_token
@@ -166,12 +168,12 @@ class TransformerAdapter:
         """(B, classes or vocabulary) logits of each sequence at its row (a sequence classifier has one row).
 
         A causal LM computes its head only at the rows asked for (``logits_to_keep``): the unembedding
-        of a 49k-token vocabulary is about a fifth of SmolLM2's forward pass, and every gradient and
+        of a 49k-token vocabulary is about a fifth of SmolLM2's weights (28 M of 135 M), and every gradient and
         perturbation pass needs one row of it.
         """
         batch = next(v for v in inputs.values() if v is not None).shape[0]
         rows = torch.as_tensor([rows] * batch if isinstance(rows, int) else list(rows), dtype=torch.long)
-        if self.causal and "logits_to_keep" in inspect.signature(self.model.forward).parameters:
+        if self._logits_to_keep:
             keep, where = torch.unique(rows, return_inverse=True)
             logits = self.model(**inputs, logits_to_keep=keep).logits  # (B, len(keep), V)
             return logits[torch.arange(batch), where]
