@@ -159,9 +159,13 @@ class TransformerAdapter:
         ids = [i[:limit] for i in ids]
         if any(len(i) == 0 for i in ids):
             raise InputError("a text tokenised to no tokens: give at least one word of text")
+        return self.encode_ids(ids, truncated)
+
+    def encode_ids(self, ids: Sequence[Sequence[int]], truncated: Optional[list[bool]] = None) -> Batch:
+        """A batch of token-id sequences already tokenised (e.g. perturbed copies of a text)."""
         input_ids, mask = pad_ids(ids, self.tokenizer.pad_token_id)
-        tokens = [self.tokenizer.convert_ids_to_tokens(seq) for seq in ids]
-        return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated)
+        tokens = [self.tokenizer.convert_ids_to_tokens(list(seq)) for seq in ids]
+        return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated or [False] * len(ids))
 
     # -- forward -----------------------------------------------------------------------------
     def row_logits(self, rows: Sequence[int] | int, **inputs) -> torch.Tensor:

@@ -35,7 +35,8 @@ def _bert_layers(base, config) -> list[LayerSpec]:
         LayerSpec(
             index=i, layer=layer, norm_first=False,
             ln1=_norm(layer.attention.output.LayerNorm), ln2=_norm(layer.output.LayerNorm),
-            value=_linear(layer.attention.self.value), out_proj=_linear(layer.attention.output.dense),
+            value=_linear(layer.attention.self.value), value_module=layer.attention.self.value,
+            out_proj=_linear(layer.attention.output.dense),
             attn_out_module=layer.attention.output.dense,
             ff=FeedForwardSpec(_linear(layer.intermediate.dense), None, _linear(layer.output.dense),
                                layer.intermediate.intermediate_act_fn),
@@ -51,7 +52,8 @@ def _distilbert_layers(base, config) -> list[LayerSpec]:
         LayerSpec(
             index=i, layer=layer, norm_first=False,
             ln1=_norm(layer.sa_layer_norm), ln2=_norm(layer.output_layer_norm),
-            value=_linear(layer.attention.v_lin), out_proj=_linear(layer.attention.out_lin),
+            value=_linear(layer.attention.v_lin), value_module=layer.attention.v_lin,
+            out_proj=_linear(layer.attention.out_lin),
             attn_out_module=layer.attention.out_lin,
             ff=FeedForwardSpec(_linear(layer.ffn.lin1), None, _linear(layer.ffn.lin2), layer.ffn.activation),
             ff_out_module=layer.ffn,
@@ -70,7 +72,8 @@ def _gpt2_layers(base, config) -> list[LayerSpec]:
         specs.append(LayerSpec(
             index=i, layer=layer, norm_first=True,
             ln1=_norm(layer.ln_1), ln2=_norm(layer.ln_2),
-            value=value, out_proj=_linear(layer.attn.c_proj), attn_out_module=layer.attn.c_proj,
+            value=value, value_module=layer.attn.c_attn, value_columns=slice(2 * d, 3 * d),
+            out_proj=_linear(layer.attn.c_proj), attn_out_module=layer.attn.c_proj,
             ff=FeedForwardSpec(_linear(layer.mlp.c_fc), None, _linear(layer.mlp.c_proj), layer.mlp.act),
             ff_out_module=layer.mlp,
             n_heads=config.n_head, n_kv_heads=config.n_head,
@@ -83,7 +86,8 @@ def _opt_layers(base, config) -> list[LayerSpec]:
         LayerSpec(
             index=i, layer=layer, norm_first=config.do_layer_norm_before,
             ln1=_norm(layer.self_attn_layer_norm), ln2=_norm(layer.final_layer_norm),
-            value=_linear(layer.self_attn.v_proj), out_proj=_linear(layer.self_attn.out_proj),
+            value=_linear(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
+            out_proj=_linear(layer.self_attn.out_proj),
             attn_out_module=layer.self_attn.out_proj,
             ff=FeedForwardSpec(_linear(layer.fc1), None, _linear(layer.fc2), layer.activation_fn),
             ff_out_module=layer.fc2,
@@ -99,7 +103,8 @@ def _llama_layers(base, config) -> list[LayerSpec]:
         LayerSpec(
             index=i, layer=layer, norm_first=True,
             ln1=_norm(layer.input_layernorm), ln2=_norm(layer.post_attention_layernorm),
-            value=_linear(layer.self_attn.v_proj), out_proj=_linear(layer.self_attn.o_proj),
+            value=_linear(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
+            out_proj=_linear(layer.self_attn.o_proj),
             attn_out_module=layer.self_attn.o_proj,
             ff=FeedForwardSpec(_linear(layer.mlp.gate_proj), _linear(layer.mlp.up_proj),
                                _linear(layer.mlp.down_proj), layer.mlp.act_fn),

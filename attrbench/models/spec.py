@@ -5,7 +5,7 @@ Weights are exposed in ``input x output`` layout (``y = x @ W + b``) whatever th
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
@@ -65,12 +65,14 @@ class LayerSpec:
     ln1: NormSpec  # Post-LN: after attention + residual; Pre-LN: before attention
     ln2: NormSpec  # Post-LN: after FF + residual (layer output); Pre-LN: before FF
     value: Linear  # x -> values of all key/value heads, (d, n_kv_heads * head_dim)
+    value_module: nn.Module  # its output holds the value vectors (hook point: value zeroing)
     out_proj: Linear  # concatenated heads -> d, (n_heads * head_dim, d)
     attn_out_module: nn.Module  # its output is the attention block output (bias included)
     ff: FeedForwardSpec
     ff_out_module: nn.Module  # its output is the FF block output, before the residual
     n_heads: int
     n_kv_heads: int
+    value_columns: slice = field(default_factory=lambda: slice(None))  # the value vectors' columns of value_module's output (GPT-2 fuses q, k, v)
 
     @property
     def head_dim(self) -> int:
