@@ -91,9 +91,10 @@ def cmd_methods(args) -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
+    name_width, family_width = (max(len(row[key]) for row in rows) for key in ("name", "family"))
     for row in rows:
         mark = "complete" if row["complete"] else ""
-        print(f"{row['name']:<15} {row['family']:<10} {mark:<9} {row['description']}")
+        print(f"{row['name']:<{name_width}} {row['family']:<{family_width}} {mark:<8} {row['description']}")
 
 
 def cmd_evals(args) -> None:

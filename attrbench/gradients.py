@@ -2,7 +2,8 @@
 
 The gradient is taken once at the output of the model's input-embedding module (captum's layer
 attributions hook it); embeddings are never fed back through the embedding module, which would
-change the scores (captum #1132). The explained score is the target's logit (or a logit difference
+change the scores (captum #1132); captum's input-space methods get the word embeddings as
+``inputs_embeds``, which the model adds positions to as it does to its own lookup. The explained score is the target's logit (or a logit difference
 for contrast targets) from the model's own head.
 """
 from __future__ import annotations
@@ -10,8 +11,26 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .errors import InputError
 from .method import Method, MethodResult
+from .params import Param
 from .targets import no_head_reason
+from .tokens import special_mask
+
+BASELINES = ("pad", "mask", "unk", "eos")
+BASELINE_PARAM = Param("pad", "token the baseline puts in place of every non-special token", choices=BASELINES)
+
+
+def baseline_ids(adapter, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
+    """(1, n) ids with every non-special token replaced by the ``baseline`` token (pad, mask, unk or eos)."""
+    tok = adapter.tokenizer
+    baseline_id = dict(zip(BASELINES, (tok.pad_token_id, tok.mask_token_id, tok.unk_token_id,
+                                       tok.eos_token_id)))[baseline]
+    if baseline_id is None:
+        raise InputError(f"baseline token '{baseline}' is not available for '{adapter.name}': "
+                         f"use one of {', '.join(BASELINES)} that it has")
+    special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist()))
+    return torch.where(special, input_ids[0], baseline_id)[None]
 
 
 class GradientMethod(Method):
@@ -31,9 +50,10 @@ class GradientMethod(Method):
         for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
 
-            def forward(input_ids, attention_mask):
-                return resolved.logit(adapter.row_logits(resolved.row, input_ids=input_ids,
-                                                         attention_mask=attention_mask))
+            def forward(inputs, attention_mask):  # token ids, or word embeddings (captum's input-space methods)
+                key = "inputs_embeds" if inputs.is_floating_point() else "input_ids"
+                mask = attention_mask.expand(len(inputs), -1)  # captum batches perturbed copies of one text
+                return resolved.logit(adapter.row_logits(resolved.row, **{key: inputs}, attention_mask=mask))
 
             with torch.enable_grad():
                 scores, meta = self.attribute(forward, adapter.model.get_input_embeddings(), ids, mask, adapter)

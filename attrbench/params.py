@@ -47,7 +47,7 @@ class Configurable:
     params: dict[str, Param] = {}
 
     def __getattr__(self, name: str):  # a parameter not set on the instance reads as its default
-        params = type(self).params
+        params = self.__dict__.get("params", type(self).params)  # plugins built from one class declare their own
         if not name.startswith("__") and name in params:
             return params[name].default
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")

@@ -9,16 +9,11 @@ the share of the explained score that the quadrature leaves unaccounted for. On 
 pad baseline it stays near or above 1 even at 200 steps (the integrand is not smooth along the
 path); read its integrated gradients with that in mind.
 """
-import torch
 from captum.attr import LayerIntegratedGradients
 
-from attrbench.errors import InputError
-from attrbench.gradients import GradientMethod
+from attrbench.gradients import BASELINE_PARAM, GradientMethod, baseline_ids
 from attrbench.params import Param
 from attrbench.registry import METHODS
-from attrbench.tokens import special_mask
-
-BASELINES = ("pad", "mask", "unk", "eos")
 
 
 class IntegratedGradients(GradientMethod):
@@ -26,18 +21,11 @@ class IntegratedGradients(GradientMethod):
     reference = "Sundararajan et al. 2017"
 
     params = {"n_steps": Param(50, "Gauss-Legendre steps", minimum=1),
-              "baseline": Param("pad", "token the baseline puts in place of every non-special token",
-                                choices=BASELINES)}
+              "baseline": BASELINE_PARAM}
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
-        tok, values = adapter.tokenizer, self.get_params()
-        baseline_id = dict(zip(BASELINES, (tok.pad_token_id, tok.mask_token_id, tok.unk_token_id,
-                                           tok.eos_token_id)))[values["baseline"]]
-        if baseline_id is None:
-            raise InputError(f"baseline token '{values['baseline']}' is not available for '{adapter.name}': "
-                             f"use one of {', '.join(BASELINES)} that it has")
-        special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist()))
-        baselines = torch.where(special, input_ids[0], baseline_id)[None]
+        values = self.get_params()
+        baselines = baseline_ids(adapter, input_ids, values["baseline"])
         attributions, delta = LayerIntegratedGradients(forward, layer).attribute(
             input_ids, baselines=baselines, additional_forward_args=(attention_mask,), n_steps=values["n_steps"],
             method="gausslegendre", return_convergence_delta=True)
