@@ -59,14 +59,15 @@ def _pairs(params: dict) -> tuple:
     return tuple(sorted(params.items()))
 
 
-def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] = None) -> tuple[list[Method], bool]:
+def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] = None,
+                   exclude: Sequence[str] = ()) -> tuple[list[Method], bool]:
     """The methods named, each with its parameters from ``params[name]``, and whether they were named:
-    ``"all"`` is every registered method the model supports."""
+    ``"all"`` is every registered method the model supports, but those in ``exclude``."""
     from .registry import METHODS
 
     named = not (names == "all" or list(names) == ["all"])
     if not named:
-        names = [m.name for m in METHODS.all() if m.supports(adapter) is None]
+        names = [m.name for m in METHODS.all() if m.supports(adapter) is None and m.name not in exclude]
     return configured(METHODS, names, params), named
 
 

@@ -12,6 +12,7 @@ A config (TOML, or YAML if PyYAML is installed; ``default.toml`` is the shipped 
     dataset = "DATASET"
     n = 40                              # sampled examples (seeded)
     methods = "all"                     # or a list of method names
+    exclude_methods = ["NAME", ...]     # optional, with "all": every method but these (at the top: every suite's)
     evals = ["EVAL", ...]
 
     [suite.method_params.METHOD]        # optional: a method's parameters (`attrbench methods --json`)
@@ -44,9 +45,10 @@ from .planning import Unit, plan_units, run_unit, select_methods
 from .stats import MIN_RESAMPLES, RESAMPLES, with_intervals
 
 DEFAULT_CONFIG = Path(__file__).parent / "default.toml"
-TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "bootstrap_resamples": int, "suite": list}
-SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "evals": list, "split": str,
-              "method_params": dict, "eval_params": dict}
+TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "bootstrap_resamples": int,
+            "exclude_methods": list, "suite": list}
+SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "exclude_methods": list,
+              "evals": list, "split": str, "method_params": dict, "eval_params": dict}
 PARAM_KEYS = ("method_params", "eval_params")  # may change between runs in one folder: they are in the unit keys
 DTYPES = ("float32", "float64")
 
@@ -126,6 +128,10 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
     if not raw.get("suite"):
         raise ConfigError("config has no [[suite]] entry: add at least one (model, dataset, evals)")
     method_names, eval_names = METHODS.names(), EVALS.names()
+    for name in raw.get("exclude_methods", []):
+        if name not in method_names:
+            raise ConfigError(f"config key 'exclude_methods' names unknown method '{name}'; allowed: "
+                              f"{', '.join(method_names)}")
     base = Path(source).parent if Path(source).is_file() else Path.cwd()
     seen: dict[tuple, int] = {}
     for k, entry in enumerate(raw["suite"]):
@@ -155,14 +161,18 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
                 raise ConfigError(f"config key '{where}.evals' names unknown evaluation '{name}'; allowed: "
                                   f"{', '.join(eval_names)}")
         methods = entry.get("methods", [])
+        excluded = entry.get("exclude_methods", raw.get("exclude_methods", []) if methods == "all" else [])
         if isinstance(methods, str):
             if methods != "all":
                 raise ConfigError(f"config key '{where}.methods' must be a list of method names or \"all\"")
-        else:
-            for name in methods:
+        elif excluded:
+            raise ConfigError(f"config key '{where}.exclude_methods' goes with methods = \"all\"; with a list, "
+                              "leave the methods out of the list")
+        for key, names in (("methods", [] if methods == "all" else methods), ("exclude_methods", excluded)):
+            for name in names:
                 if name not in method_names:
-                    raise ConfigError(f"config key '{where}.methods' names unknown method '{name}'; allowed: "
-                                      f"{', '.join(method_names)} or \"all\"")
+                    raise ConfigError(f"config key '{where}.{key}' names unknown method '{name}'; allowed: "
+                                      f"{', '.join(method_names)}" + (" or \"all\"" if key == "methods" else ""))
         if not entry["evals"]:
             raise ConfigError(f"config key '{where}.evals' is empty; name at least one (see `attrbench evals`)")
         for name in entry["evals"]:
@@ -174,9 +184,10 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         if n < 1:
             raise ConfigError(f"config key '{where}.n' must be at least 1")
         _check_params(f"{where}.method_params", entry.get("method_params", {}), METHODS,
-                      method_names if methods == "all" else methods)
+                      [m for m in method_names if m not in excluded] if methods == "all" else methods)
         _check_params(f"{where}.eval_params", entry.get("eval_params", {}), EVALS, entry["evals"])
         config["suite"].append({"model": entry["model"], "dataset": dataset, "n": n, "methods": methods,
+                                **({"exclude_methods": list(excluded)} if excluded else {}),
                                 "evals": list(entry["evals"]), "split": entry.get("split"),
                                 "method_params": entry.get("method_params", {}),
                                 "eval_params": entry.get("eval_params", {})})
@@ -222,7 +233,8 @@ def plan(config: dict, context: Optional[RunContext] = None) -> tuple[list[Unit]
         samples.append({"model": entry["model"], "dataset": entry["dataset"], "evals": entry["evals"],
                         "example_ids": ids, **notes})
         evaluations = configured(EVALS, entry["evals"], entry.get("eval_params"))
-        methods, named = select_methods(adapter, entry["methods"], entry.get("method_params"))
+        methods, named = select_methods(adapter, entry["methods"], entry.get("method_params"),
+                                        entry.get("exclude_methods", ()))
         units += plan_units(adapter, entry["dataset"], entry.get("split"), evaluations, methods, named, chosen,
                             config["shard_size"])
     return units, samples

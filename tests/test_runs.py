@@ -56,6 +56,10 @@ def test_config_errors_name_the_key(tmp_path):
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['nope']", "unknown evaluation 'nope'; allowed"),
              ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]\nmethods=['zz']", "unknown method 'zz'; allowed"),
              ("[[suite]]\ndataset='sst2'\nevals=[]", "config key 'suite[0].model' is missing"),
+             ("exclude_methods = ['zz']\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']",
+              "config key 'exclude_methods' names unknown method 'zz'"),
+             ("[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']\nmethods=['alti']\nexclude_methods=['alti']",
+              "'suite[0].exclude_methods' goes with methods = \"all\""),
              ("[[suite]\n", "does not parse"),
              ("bootstrap_resamples = 50\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=['timing']",
               "'bootstrap_resamples' is 50; allowed: 100 or more"),
@@ -65,6 +69,14 @@ def test_config_errors_name_the_key(tmp_path):
         with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             bad(text)()
     assert read_config()["name"] == "default"  # the shipped default config is valid
+    path = tmp_path / "exclude.toml"  # exclude_methods at the top applies to every suite with methods = "all"
+    path.write_text("exclude_methods = ['lime', 'alti']\n[[suite]]\nmodel='tiny-gpt2'\ndataset='sva-generated'\nn=2\n"
+                    "methods='all'\nevals=['timing']\n[[suite]]\nmodel='tiny-bert'\ndataset='sva-generated'\n"
+                    "n=2\nmethods='all'\nevals=['timing']\nexclude_methods=['kernel_shap']\n")
+    units, _ = plan(read_config(path))
+    first, second = ({u.method for u in units if u.model == m} for m in ("tiny-gpt2", "tiny-bert"))
+    assert "lime" not in first and "alti" not in first and "kernel_shap" in first and "grad_l2" in first
+    assert "kernel_shap" not in second and "lime" in second  # a suite's own list replaces the top one
     full = read_config("full")  # shipped configs by name: `attrbench run full`, the whole evaluation sets
     assert [(e["model"], e["n"]) for e in full["suite"][:3]] == [("minilm-l6-sst2", 872), ("minilm-l6-sva", 1123),
                                                                 ("smollm2-135m", 500)]
