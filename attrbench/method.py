@@ -122,10 +122,13 @@ class Rollout(Method):
     output = "scores"
 
     def __init__(self, name: str, source: Callable[[Layout], str | DerivedMap], family: str, description: str,
-                 reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False):
+                 reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False,
+                 aggregate_params: Optional[dict[str, Param]] = None):
         self.name, self.family, self.description, self.reference = name, family, description, reference
         self.source, self.identity = source, identity
-        self.params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (FF_PARAMS if through_ff else {})
+        self.decompose_params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (
+            FF_PARAMS if through_ff else {})
+        self.params = self.decompose_params | (aggregate_params or {})  # the latter: for ``aggregate``
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         if layers is not None:
@@ -134,10 +137,15 @@ class Rollout(Method):
         derived = [source] if isinstance(source, DerivedMap) else []
         key = source.name if derived else source
         results = []
+        options = {k: v for k, v in self.get_params().items() if k in self.decompose_params}
         for dec, resolved in zip(decompose(adapter, texts, scopes=[source.reads if derived else source],
-                                           derived=derived, truncate=truncate, **self.get_params()), targets):
+                                           derived=derived, truncate=truncate, **options), targets):
             per_layer = dec.maps[key].astype(np.float64)
             per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
-            results.append(MethodResult(self.name, adapter.name, dec.tokens, rollout(per_layer)[resolved.row], None,
-                                        {"source": key, "dtype": dec.dtype, "truncated": dec.truncated}))
+            results.append(MethodResult(self.name, adapter.name, dec.tokens, self.aggregate(per_layer, resolved.row),
+                                        None, {"source": key, "dtype": dec.dtype, "truncated": dec.truncated}))
         return results
+
+    def aggregate(self, per_layer: np.ndarray, row: int) -> np.ndarray:
+        """The input attribution of output token ``row`` from the (L, n, n) row-normalised maps: rollout."""
+        return rollout(per_layer)[row]
