@@ -2,8 +2,10 @@
 
 Per layer l and token j: zero token j's value vectors in every head, run layer l on its real input,
 and score each output token i by the cosine distance between its real and its new representation,
-``VZ^l_ij = 1 - cos(x̃^l_i, x̃^l_i(¬j))``. Distances below ``threshold`` count as 0 and each row is
-normalised to sum to 1 (as inseq does); a causal model's row i reads tokens j <= i only. The input
+``VZ^l_ij = 1 - cos(x̃^l_i, x̃^l_i(¬j))``. Each row is normalised to sum to 1; a causal model's row
+i reads tokens j <= i only. inseq also counts distances below 1e-5 as 0 (``threshold=1e-5``
+reproduces it). The default keeps them: in SmolLM2, whose massive activations make every cosine
+change tiny, some layers have no distance above 1e-5 in a row, which zeroes the whole rollout. The input
 attribution is the target row of the rollout ``VZ^L ··· VZ^1`` (the paper's "Value Zeroing
 rollout"; the maps already include the residual stream, so no identity is added).
 
@@ -59,7 +61,7 @@ def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], cor
 
 
 @torch.no_grad()
-def value_zeroing_maps(adapter, ids: list[int], threshold: float = 1e-5, batch_size: int = 64) -> np.ndarray:
+def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_size: int = 64) -> np.ndarray:
     """(layers, n, n) row-normalised Value Zeroing maps of one token sequence; [l, i, j]: j zeroed, i read."""
     n = len(ids)
     batch = adapter.encode_ids([ids])
@@ -87,7 +89,7 @@ class ValueZeroing(Method):
     name, family, output = "value_zeroing", "rollout", "scores"
     description = "cosine change of each token when another token's values are zeroed, rolled out"
     reference = "Mohebbi et al. 2023, 'Quantifying Context Mixing in Transformers'"
-    params = {"threshold": Param(1e-5, "distances below it count as 0 (inseq's min_score_threshold)", minimum=0.0),
+    params = {"threshold": Param(0.0, "distances below it count as 0 (inseq: 1e-5)", minimum=0.0),
               "batch_size": Param(64, "zeroed copies per forward pass (bounds memory)", minimum=1)}
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:

@@ -36,7 +36,9 @@ def test_smollm2_all_scopes_complete():
     assert max(dec64.residuals.values()) < 1e-6
 
 
-SCORE_METHODS = "attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out"
+SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out,"
+                 "value_zeroing,attention_flow,saliency,deeplift,gradient_shap,smooth_grad,occlusion,feature_ablation,"
+                 "lime,kernel_shap,shapley_sampling")
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +96,12 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
                  "--dataset", "sva-generated", "--n", "2", "--out", str(tmp_path), "--json"]) == 0
     analyses = json.loads(capsys.readouterr().out)
     assert all(len(r["per_layer"]) == 30 for r in analyses if r["metric"] != "gamma_vs_ff_pearson")
+    assert main(["attribute", "--model", "smollm2-135m", "--method", SCORE_METHODS, "--text", "The keys to the cabinet",
+                 "--target", "contrast: are/ is", "--json"]) == 0
+    scores = {r["method"]: r["scores"] for r in json.loads(capsys.readouterr().out)}
+    assert len(scores) == len(SCORE_METHODS.split(","))
+    # massive activations make SmolLM2's cosine changes tiny: with inseq's 1e-5 cut the rollout would be all zeros
+    assert abs(sum(scores["value_zeroing"]) - 1) < 1e-5
 
 
 @pytest.mark.realweights

@@ -57,7 +57,7 @@ def _inseq_rows(adapter, ids):
 def test_equals_inseq_on_decoders(name):
     adapter = load_model(name, "float64")
     ids = adapter.encode([TEXT]).input_ids[0].tolist()
-    ours = value_zeroing_maps(adapter, ids)  # (layers, n, n)
+    ours = value_zeroing_maps(adapter, ids, threshold=1e-5)  # (layers, n, n); inseq's min_score_threshold
     theirs = _inseq_rows(adapter, ids)
     ours_rows = np.stack([ours[:, end - 1] for end in range(2, len(ids) + 1)])
     assert theirs.shape == ours_rows.shape
@@ -90,7 +90,6 @@ def _by_hand(adapter, ids):
                 mixed = block.attention.output(context, x)
                 new = block.output(block.intermediate(mixed), mixed)
             rows[:, j] = 1 - torch.nn.functional.cosine_similarity(real, new[0], dim=-1)
-        rows[rows < 1e-5] = 0
         maps.append((rows / rows.sum(-1, keepdim=True)).numpy())
     return np.stack(maps)
 
