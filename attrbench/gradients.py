@@ -2,9 +2,9 @@
 
 The gradient is taken once at the output of the model's input-embedding module (captum's layer
 attributions hook it); embeddings are never fed back through the embedding module, which would
-change the scores (captum #1132); captum's input-space methods get the word embeddings as
-``inputs_embeds``, which the model adds positions to as it does to its own lookup. The explained score is the target's logit (or a logit difference
-for contrast targets) from the model's own head.
+change the scores (captum #1132). captum's input-space methods get the word embeddings as
+``inputs_embeds``, to which the model adds positions as it does to its own lookup. The explained
+score is the target's logit (or a logit difference for contrast targets) from the model's own head.
 """
 from __future__ import annotations
 

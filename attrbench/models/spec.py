@@ -72,7 +72,8 @@ class LayerSpec:
     ff_out_module: nn.Module  # its output is the FF block output, before the residual
     n_heads: int
     n_kv_heads: int
-    value_columns: slice = field(default_factory=lambda: slice(None))  # the value vectors' columns of value_module's output (GPT-2 fuses q, k, v)
+    # the value vectors' columns of value_module's output (GPT-2 fuses q, k and v in one projection)
+    value_columns: slice = field(default_factory=lambda: slice(None))
 
     @property
     def head_dim(self) -> int:
