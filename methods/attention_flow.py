@@ -7,7 +7,7 @@ from input node (0, j) to the target's output node (L, row), by networkx's maxim
 (preflow-push). Where rollout multiplies path weights, flow is bounded by each path's narrowest edge.
 
 Cost: n max-flow problems per text on a graph of (L + 1) n nodes and about L n² / 2 (causal) to
-L n² edges: 1.6 s per SST-2 dev example on MiniLM (6 layers; mean of 10, 0.8-3.2 s) on 2 CPU cores,
+L n² edges: 1.6 s per SST-2 dev example on MiniLM (6 layers; mean of 10, 95 % CI 0.8-3.4 s) on 2 cores,
 growing with about n³, hence the limit ``max_tokens``. A longer text is refused, not approximated.
 """
 import networkx as nx

@@ -17,24 +17,20 @@ read after the model's final norm where it has one (the representation the head 
 """
 from __future__ import annotations
 
-from contextlib import contextmanager
-
 import numpy as np
 import torch
 
 from attrbench.aggregate import rollout
 from attrbench.errors import InputError
 from attrbench.method import Method, MethodResult
+from attrbench.models.adapter import forward_hooks
 from attrbench.numeric import safe_divide
 from attrbench.params import Param
 from attrbench.registry import METHODS
 
 
-@contextmanager
 def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], corrupted: list):
     """Copy b zeroes the values of token ``zeroed[b]``; every layer passes on its real output."""
-    handles = []
-
     def zero_values(spec):
         def hook(module, args, output):
             output = output.clone()
@@ -50,14 +46,8 @@ def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], cor
             return real if isinstance(output, torch.Tensor) else (real, *output[1:])
         return hook
 
-    for i, spec in enumerate(adapter.layers):
-        handles.append(spec.value_module.register_forward_hook(zero_values(spec)))
-        handles.append(spec.layer.register_forward_hook(patch_output(i)))
-    try:
-        yield
-    finally:
-        for handle in handles:
-            handle.remove()
+    return forward_hooks([hook for i, spec in enumerate(adapter.layers)
+                          for hook in ((spec.value_module, zero_values(spec)), (spec.layer, patch_output(i)))])
 
 
 @torch.no_grad()

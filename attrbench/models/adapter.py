@@ -11,7 +11,7 @@ import inspect
 
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from torch import nn
@@ -65,6 +65,17 @@ def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tens
 
 def _first(value):
     return value[0] if isinstance(value, (tuple, list)) else value
+
+
+@contextmanager
+def forward_hooks(hooks: Sequence[tuple[nn.Module, Callable]]) -> Iterator[None]:
+    """Register (module, hook) forward hooks for the duration of a block, and remove them after it."""
+    handles = [module.register_forward_hook(hook) for module, hook in hooks]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 class TransformerAdapter:
@@ -184,27 +195,22 @@ class TransformerAdapter:
         logits = self.model(**inputs).logits
         return logits if logits.ndim == 2 else logits[torch.arange(batch), rows]
 
-    @contextmanager
-    def _hooks(self, store: list[dict]) -> Iterator[None]:
-        handles = []
-
+    def _hooks(self, store: list[dict]):
+        """Hooks that keep every layer's tensors at its scope boundaries in ``store[layer]``."""
         def keep(i, key, which):
             def hook(module, args, output):
                 store[i][key] = (_first(args) if which == "in" else _first(output)).detach()
             return hook
 
+        hooks = []
         for i, spec in enumerate(self.layers):
             points = [(spec.layer, "x", "in"), (spec.layer, "out", "out"),
                       (spec.attn_out_module, "attn_out", "out"),
                       (spec.ln1.module, "ln1_in", "in"), (spec.ln1.module, "ln1_out", "out"),
                       (spec.ln2.module, "ln2_in", "in"), (spec.ln2.module, "ln2_out", "out"),
                       (spec.ff_out_module, "ff_out", "out")]
-            handles += [module.register_forward_hook(keep(i, key, which)) for module, key, which in points]
-        try:
-            yield
-        finally:
-            for handle in handles:
-                handle.remove()
+            hooks += [(module, keep(i, key, which)) for module, key, which in points]
+        return forward_hooks(hooks)
 
     @torch.no_grad()
     def capture(self, batch: Batch) -> list[LayerCapture]:
