@@ -14,14 +14,14 @@ from ..errors import ModelLoadError
 from .spec import FeedForwardSpec, LayerSpec, Linear, NormSpec
 
 
-def _linear(module: nn.Module) -> Linear:
+def linear_spec(module: nn.Module) -> Linear:
     """``nn.Linear`` keeps (out, in); GPT-2's ``Conv1D`` already keeps (in, out)."""
     if isinstance(module, nn.Linear):
         return Linear(module.weight.T, module.bias)
     return Linear(module.weight, module.bias)
 
 
-def _norm(module: nn.Module) -> NormSpec:
+def norm_spec(module: nn.Module) -> NormSpec:
     if isinstance(module, nn.LayerNorm):
         return NormSpec(module, "layer", module.weight, module.bias, module.eps)
     eps = getattr(module, "variance_epsilon", getattr(module, "eps", None))
@@ -34,11 +34,12 @@ def _bert_layers(base, config) -> list[LayerSpec]:
     return [
         LayerSpec(
             index=i, layer=layer, norm_first=False,
-            ln1=_norm(layer.attention.output.LayerNorm), ln2=_norm(layer.output.LayerNorm),
-            value=_linear(layer.attention.self.value), value_module=layer.attention.self.value,
-            out_proj=_linear(layer.attention.output.dense),
+            ln1=norm_spec(layer.attention.output.LayerNorm), ln2=norm_spec(layer.output.LayerNorm),
+            value=linear_spec(layer.attention.self.value), value_module=layer.attention.self.value,
+            query_module=layer.attention.self.query, key_module=layer.attention.self.key,
+            out_proj=linear_spec(layer.attention.output.dense),
             attn_out_module=layer.attention.output.dense,
-            ff=FeedForwardSpec(_linear(layer.intermediate.dense), None, _linear(layer.output.dense),
+            ff=FeedForwardSpec(linear_spec(layer.intermediate.dense), None, linear_spec(layer.output.dense),
                                layer.intermediate.intermediate_act_fn),
             ff_out_module=layer.output.dense,
             n_heads=config.num_attention_heads, n_kv_heads=config.num_attention_heads,
@@ -51,11 +52,12 @@ def _distilbert_layers(base, config) -> list[LayerSpec]:
     return [
         LayerSpec(
             index=i, layer=layer, norm_first=False,
-            ln1=_norm(layer.sa_layer_norm), ln2=_norm(layer.output_layer_norm),
-            value=_linear(layer.attention.v_lin), value_module=layer.attention.v_lin,
-            out_proj=_linear(layer.attention.out_lin),
+            ln1=norm_spec(layer.sa_layer_norm), ln2=norm_spec(layer.output_layer_norm),
+            value=linear_spec(layer.attention.v_lin), value_module=layer.attention.v_lin,
+            query_module=layer.attention.q_lin, key_module=layer.attention.k_lin,
+            out_proj=linear_spec(layer.attention.out_lin),
             attn_out_module=layer.attention.out_lin,
-            ff=FeedForwardSpec(_linear(layer.ffn.lin1), None, _linear(layer.ffn.lin2), layer.ffn.activation),
+            ff=FeedForwardSpec(linear_spec(layer.ffn.lin1), None, linear_spec(layer.ffn.lin2), layer.ffn.activation),
             ff_out_module=layer.ffn,
             n_heads=config.n_heads, n_kv_heads=config.n_heads,
         )
@@ -67,14 +69,16 @@ def _gpt2_layers(base, config) -> list[LayerSpec]:
     d = config.n_embd
     specs = []
     for i, layer in enumerate(base.h):
-        qkv = _linear(layer.attn.c_attn)  # (d, 3d): queries, keys, values side by side
+        qkv = linear_spec(layer.attn.c_attn)  # (d, 3d): queries, keys, values side by side
         value = Linear(qkv.weight[:, 2 * d:], None if qkv.bias is None else qkv.bias[2 * d:])
         specs.append(LayerSpec(
             index=i, layer=layer, norm_first=True,
-            ln1=_norm(layer.ln_1), ln2=_norm(layer.ln_2),
+            ln1=norm_spec(layer.ln_1), ln2=norm_spec(layer.ln_2),
             value=value, value_module=layer.attn.c_attn, value_columns=slice(2 * d, 3 * d),
-            out_proj=_linear(layer.attn.c_proj), attn_out_module=layer.attn.c_proj,
-            ff=FeedForwardSpec(_linear(layer.mlp.c_fc), None, _linear(layer.mlp.c_proj), layer.mlp.act),
+            query_module=layer.attn.c_attn, query_columns=slice(0, d),
+            key_module=layer.attn.c_attn, key_columns=slice(d, 2 * d),
+            out_proj=linear_spec(layer.attn.c_proj), attn_out_module=layer.attn.c_proj,
+            ff=FeedForwardSpec(linear_spec(layer.mlp.c_fc), None, linear_spec(layer.mlp.c_proj), layer.mlp.act),
             ff_out_module=layer.mlp,
             n_heads=config.n_head, n_kv_heads=config.n_head,
         ))
@@ -85,11 +89,12 @@ def _opt_layers(base, config) -> list[LayerSpec]:
     return [
         LayerSpec(
             index=i, layer=layer, norm_first=config.do_layer_norm_before,
-            ln1=_norm(layer.self_attn_layer_norm), ln2=_norm(layer.final_layer_norm),
-            value=_linear(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
-            out_proj=_linear(layer.self_attn.out_proj),
+            ln1=norm_spec(layer.self_attn_layer_norm), ln2=norm_spec(layer.final_layer_norm),
+            value=linear_spec(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
+            query_module=layer.self_attn.q_proj, key_module=layer.self_attn.k_proj,
+            out_proj=linear_spec(layer.self_attn.out_proj),
             attn_out_module=layer.self_attn.out_proj,
-            ff=FeedForwardSpec(_linear(layer.fc1), None, _linear(layer.fc2), layer.activation_fn),
+            ff=FeedForwardSpec(linear_spec(layer.fc1), None, linear_spec(layer.fc2), layer.activation_fn),
             ff_out_module=layer.fc2,
             n_heads=config.num_attention_heads, n_kv_heads=config.num_attention_heads,
         )
@@ -102,13 +107,14 @@ def _llama_layers(base, config) -> list[LayerSpec]:
     return [
         LayerSpec(
             index=i, layer=layer, norm_first=True,
-            ln1=_norm(layer.input_layernorm), ln2=_norm(layer.post_attention_layernorm),
-            value=_linear(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
-            out_proj=_linear(layer.self_attn.o_proj),
+            ln1=norm_spec(layer.input_layernorm), ln2=norm_spec(layer.post_attention_layernorm),
+            value=linear_spec(layer.self_attn.v_proj), value_module=layer.self_attn.v_proj,
+            query_module=layer.self_attn.q_proj, key_module=layer.self_attn.k_proj,
+            out_proj=linear_spec(layer.self_attn.o_proj),
             attn_out_module=layer.self_attn.o_proj,
-            ff=FeedForwardSpec(_linear(layer.mlp.gate_proj), _linear(layer.mlp.up_proj),
-                               _linear(layer.mlp.down_proj), layer.mlp.act_fn),
-            ff_out_module=layer.mlp,
+            ff=FeedForwardSpec(linear_spec(layer.mlp.gate_proj), linear_spec(layer.mlp.up_proj),
+                               linear_spec(layer.mlp.down_proj), layer.mlp.act_fn),
+            ff_out_module=layer.mlp, ff_product_module=layer.mlp.down_proj,
             n_heads=config.num_attention_heads,
             n_kv_heads=getattr(config, "num_key_value_heads", None) or config.num_attention_heads,
         )

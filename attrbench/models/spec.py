@@ -74,6 +74,11 @@ class LayerSpec:
     n_kv_heads: int
     # the value vectors' columns of value_module's output (GPT-2 fuses q, k and v in one projection)
     value_columns: slice = field(default_factory=lambda: slice(None))
+    query_module: Optional[nn.Module] = None  # their outputs hold the queries / keys (hook points: AttnLRP)
+    key_module: Optional[nn.Module] = None
+    query_columns: slice = field(default_factory=lambda: slice(None))
+    key_columns: slice = field(default_factory=lambda: slice(None))
+    ff_product_module: Optional[nn.Module] = None  # gated FFs: its input is g(x W_gate) * (x W_up)
 
     @property
     def head_dim(self) -> int:

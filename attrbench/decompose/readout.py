@@ -1,0 +1,79 @@
+"""The explained logit as a sum over the residual stream at one row, and on through the model's head.
+
+Two steps, each exact (checked against the real forward pass):
+
+* :func:`stream_parts` writes the last hidden state at row t as the embedding ``x^0_t``, every layer's
+  attention output split into one part per input token ``T^l_t(x_j)`` (the engine's ``attn_n`` parts),
+  every layer's FF output, and a bias. In a Pre-LN model the stream is a plain sum; in a Post-LN model
+  every later norm acts on the parts linearly with its real scale (``stages.norm_parts``).
+* :func:`head_logit` carries (K, d) parts through the head's steps (``models.heads``): linear maps, norms
+  with their real scale, and element-wise activations split by the exact zero-baseline IG share
+  ``g(s)/s`` of the real pre-activation (``stages.ig_share``), then onto the explained logit
+  (or logit difference). The parts' logits plus the bias's equal the real logit.
+
+Ferrando et al. 2023 (ALTI-Logit) read decoders this way through the final norm; Modarressi et al. 2023
+(DecompX) carry their parts through the pooler's tanh and the classifier the same way.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..errors import CompletenessError
+from ..models.heads import Activation, HeadStep
+from ..models.spec import Linear, NormSpec
+from . import stages
+
+
+def _check(name: str, parts: torch.Tensor, bias: torch.Tensor, real: torch.Tensor, tolerance: float) -> None:
+    residual = stages.relative_residual(parts.sum(0), bias, real)
+    if not residual <= tolerance:
+        raise CompletenessError(f"the residual stream's parts miss the real {name} by {residual:.2e} (relative, "
+                                f"tolerance {tolerance:.0e}); this is a bug in attrbench: please report it")
+
+
+def _norm(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec, real_in: torch.Tensor):
+    """(K, d) parts of one row through a norm with the real scale of ``real_in`` (d,)."""
+    normed, normed_bias = stages.norm_parts(parts[:, None], bias[None], norm, norm.scale(real_in)[None])
+    return normed[:, 0], normed_bias[0]
+
+
+def stream_parts(layers, captures, row: int, attention: list[tuple[torch.Tensor, torch.Tensor]],
+                 tolerance: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(1 + L (n + 1), d) parts of the last hidden state at ``row`` and its (d,) bias.
+
+    Row 0 is the embedding; layer l owns rows ``1 + l (n + 1) + j`` (its attention part from token j, for
+    j < n) and ``1 + l (n + 1) + n`` (its FF output). ``attention[l]`` is that layer's (n, d) attention
+    parts at the row and their (d,) bias (the engine's ``attn_n`` scope); ``captures`` are the layers'
+    real tensors for one sequence. The parts are checked against every layer's real output.
+    """
+    parts = captures[0].x[row][None]
+    bias = torch.zeros_like(parts[0])
+    for spec, cap, (attn_parts, attn_bias) in zip(layers, captures, attention, strict=True):
+        parts, bias = torch.cat([parts, attn_parts]), bias + attn_bias
+        if not spec.norm_first:
+            parts, bias = _norm(parts, bias, spec.ln1, cap.ln1_in[row])
+        parts = torch.cat([parts, cap.ff_out[row][None]])
+        if not spec.norm_first:
+            parts, bias = _norm(parts, bias, spec.ln2, cap.ln2_in[row])
+        _check(f"output of layer {spec.index}", parts, bias, cap.out[row], tolerance)
+    return parts, bias
+
+
+def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, index: int,
+               contrast_index: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(K,) logit of each part of the head's input and the bias's logit: logit ``index`` (minus
+    ``contrast_index``) of the last linear step. They sum to the real logit (the caller checks)."""
+    *body, last = steps
+    for step in body:
+        total = parts.sum(0) + bias  # the real input of this step
+        if isinstance(step, Linear):
+            parts, bias = parts @ step.weight, step(bias)
+        elif isinstance(step, Activation):
+            share = stages.ig_share(step.fn, total)  # g(s)/s: exact, the bias takes its share too
+            parts, bias = parts * share, bias * share
+        else:
+            parts, bias = _norm(parts, bias, step, total)
+    column = last.weight[:, index] - (0 if contrast_index is None else last.weight[:, contrast_index])
+    constant = torch.zeros((), dtype=parts.dtype) if last.bias is None else (
+        last.bias[index] - (0 if contrast_index is None else last.bias[contrast_index]))
+    return parts @ column, bias @ column + constant
