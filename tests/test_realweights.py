@@ -38,7 +38,7 @@ def test_smollm2_all_scopes_complete():
 
 SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out,"
                  "value_zeroing,attention_flow,saliency,deeplift,gradient_shap,smooth_grad,occlusion,feature_ablation,"
-                 "lime,kernel_shap,shapley_sampling")
+                 "lime,kernel_shap,shapley_sampling,alti_logit,attn_lrp")
 
 
 @pytest.fixture(scope="module")
@@ -98,8 +98,12 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
     assert all(len(r["per_layer"]) == 30 for r in analyses if r["metric"] != "gamma_vs_ff_pearson")
     assert main(["attribute", "--model", "smollm2-135m", "--method", SCORE_METHODS, "--text", "The keys to the cabinet",
                  "--target", "contrast: are/ is", "--json"]) == 0
-    scores = {r["method"]: r["scores"] for r in json.loads(capsys.readouterr().out)}
+    records = {r["method"]: r for r in json.loads(capsys.readouterr().out)}
+    scores = {name: r["scores"] for name, r in records.items()}
     assert len(scores) == len(SCORE_METHODS.split(","))
+    alti_logit = records["alti_logit"]  # float32: the stream's parts sum to the real logit difference
+    assert alti_logit["residual"] < 1e-4
+    assert sum(alti_logit["logit_shares"].values()) == pytest.approx(alti_logit["logit"], abs=1e-3)
     # massive activations make SmolLM2's cosine changes tiny: with inseq's 1e-5 cut the rollout would be all zeros
     assert abs(sum(scores["value_zeroing"]) - 1) < 1e-5
 
