@@ -75,17 +75,17 @@ def attn_lrp_rules(adapter):
     model, handles = adapter.model, []
     divisions: dict[nn.Module, list[tuple[slice, float]]] = {}
     activations: set[nn.Module] = set()  # a module may be shared: one hook each
-    for spec in adapter.layers:
-        for module, columns, scale in ((spec.query_module, spec.query_columns, 0.25),
-                                       (spec.key_module, spec.key_columns, 0.25),
-                                       (spec.value_module, spec.value_columns, 0.5)):
-            divisions.setdefault(module, []).append((columns, scale))
-        activations.add(spec.ff.activation)
-        if spec.ff.gated:  # the gate product g(x W_gate) * (x W_up): 1/2 to each side
-            handles.append(spec.ff_product_module.register_forward_pre_hook(
-                lambda module, args: (_ScaleGradient.apply(args[0], torch.tensor(0.5, dtype=args[0].dtype)),)))
-    activations.update(step.fn for step in head_steps(adapter) if isinstance(step, Activation))
     try:
+        for spec in adapter.layers:
+            for module, columns, scale in ((spec.query_module, spec.query_columns, 0.25),
+                                           (spec.key_module, spec.key_columns, 0.25),
+                                           (spec.value_module, spec.value_columns, 0.5)):
+                divisions.setdefault(module, []).append((columns, scale))
+            activations.add(spec.ff.activation)
+            if spec.ff.gated:  # the product g(x W_gate) * (x W_up): its relevance split evenly between the two
+                handles.append(spec.ff_product_module.register_forward_pre_hook(
+                    lambda module, args: (_ScaleGradient.apply(args[0], torch.tensor(0.5, dtype=args[0].dtype)),)))
+        activations.update(step.fn for step in head_steps(adapter) if isinstance(step, Activation))
         for module, scales in divisions.items():
             def divide(module, args, out, scales=scales):
                 return _ScaleGradient.apply(out, _scale_columns(out.shape[-1], scales, out))

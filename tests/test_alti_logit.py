@@ -91,7 +91,8 @@ def test_equals_by_hand_recomputation_on_decoders(name, target):
 def _bert_classifier():
     config = hf.BertConfig(vocab_size=len(tiny_tokenizer(True)), hidden_size=32, num_hidden_layers=2,
                            num_attention_heads=4, intermediate_size=64, max_position_embeddings=64, num_labels=3)
-    model = randomise(hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")).double().eval()
+    model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    model = randomise(model).double().eval()
     return TransformerAdapter(model, tiny_tokenizer(True), "tiny-bert-classifier")
 
 
