@@ -38,8 +38,9 @@ class ALTILogit(Method):
     params = {"value_bias": VALUE_BIAS_PARAM}
 
     def supports(self, adapter):
-        if no_head_reason(adapter):
-            return no_head_reason(adapter)
+        reason = no_head_reason(adapter)
+        if reason:
+            return reason
         if head_steps(adapter) is None:
             return (f"its head ({type(adapter.model).__name__}) has no readout; supported heads: "
                     f"{', '.join(sorted(HEADS))}")
@@ -53,15 +54,13 @@ class ALTILogit(Method):
         results = []
         for text, resolved in zip(texts, targets):
             dec = decompose(adapter, [text], scopes=["attn_n"], derived=[ALTI_MAP], keep_parts=True,
-                            truncate=truncate, value_bias=self.value_bias)[0]
-            batch = adapter.encode([text], truncate=truncate)
+                            keep_captures=True, truncate=truncate, value_bias=self.value_bias)[0]
             n, t = len(dec.tokens), resolved.row
-            captures = [c.sequence(0, n) for c in adapter.capture(batch)]
             attention = [(layer["attn_n"][0][t], layer["attn_n"][1][t]) for layer in dec.parts]
-            parts, bias = stream_parts(adapter.layers, captures, t, attention, tolerance)
+            parts, bias = stream_parts(adapter.layers, dec.captures, t, attention, tolerance)
             logits, bias_logit = head_logit(steps, parts, bias, resolved.index, resolved.contrast_index)
-            real = float(resolved.logit(adapter.row_logits(t, input_ids=batch.input_ids,
-                                                           attention_mask=batch.attention_mask))[0])
+            # the model's own head on the same tokens: the check is against a pass the parts did not come from
+            real = float(resolved.logit(adapter.row_logits(t, input_ids=torch.tensor([dec.input_ids])))[0])
             residual = abs(float(logits.sum() + bias_logit) - real) / float(logits.abs().sum() + abs(bias_logit))
             if not residual <= tolerance:
                 raise CompletenessError(f"alti_logit's parts miss the real logit {real:.4g} by {residual:.2e} "

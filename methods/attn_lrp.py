@@ -26,6 +26,7 @@ from torch import nn
 
 from attrbench.decompose import stages
 from attrbench.gradients import GradientMethod
+from attrbench.models.architectures import norm_spec
 from attrbench.models.heads import HEADS, Activation, head_steps
 from attrbench.registry import METHODS
 
@@ -45,14 +46,10 @@ class _ScaleGradient(torch.autograd.Function):
 
 
 def _norm_identity_rule(module, args, out):
-    x = args[0]
-    rms = type(module).__name__.endswith("RMSNorm")
-    eps = getattr(module, "variance_epsilon", getattr(module, "eps", 1e-5))
-    centred = x if rms else x - x.mean(-1, keepdim=True)
-    scale = torch.sqrt(centred.pow(2).mean(-1, keepdim=True) + eps).detach()
-    linear = centred / scale * (module.weight if getattr(module, "weight", None) is not None else 1)
-    bias = getattr(module, "bias", None)
-    bias = 0 if bias is None else bias - bias.detach()  # keeps the bias's own gradient
+    x, norm = args[0], norm_spec(module)
+    centred = x if norm.kind == "rms" else x - x.mean(-1, keepdim=True)
+    linear = centred / norm.scale(x).detach()[..., None] * (1 if norm.gamma is None else norm.gamma)
+    bias = 0 if norm.beta is None else norm.beta - norm.beta.detach()  # keeps the bias's own gradient
     return out.detach() + (linear - linear.detach()) + bias  # the forward value is the module's own
 
 

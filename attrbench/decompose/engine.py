@@ -54,6 +54,7 @@ class DecomposeOptions:
     seed: int = 0  # for the sampled FF splits
     derived: Sequence["DerivedMap"] = ()  # maps computed from a scope's parts in the same pass
     keep_parts: bool = False  # hand out every scope's (n, n, d) parts too (memory: n^2 d per scope)
+    keep_captures: bool = False  # hand out the real tensors each layer was decomposed against too
     truncate: bool = False
     tolerance: Optional[float] = None  # completeness; default by dtype (see default_tolerance)
     chunk_bytes: int = DEFAULT_CHUNK_BYTES
@@ -113,6 +114,7 @@ class Decomposition:
     ff_attribution: str = "ig"
     ff_sampling_se: Optional[float] = None
     parts: Optional[list[dict[str, tuple[torch.Tensor, torch.Tensor]]]] = None  # per layer, if kept
+    captures: Optional[list[LayerCapture]] = None  # per layer, sliced to this sequence, if kept
 
     def to_json(self) -> dict:
         return {"model": self.model, "tokens": self.tokens, "input_ids": self.input_ids, "layers": self.layers,
@@ -293,9 +295,10 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str,
     workspace = stages.Workspace()
     with torch.no_grad():
         for b, n in enumerate(batch.lengths):
-            per_layer = []
+            per_layer, kept_captures = [], []
             for layer in layers:
                 cap = captures[layer].sequence(b, n)
+                kept_captures.append(cap)
                 per_layer.append(decompose_layer(adapter.layers[layer], cap, scopes, causal=adapter.causal,
                                                  options=options, workspace=workspace))
                 steps.update()
@@ -314,6 +317,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str,
                 input_ids=batch.input_ids[b, :n].tolist(), truncated=batch.truncated[b],
                 ff_attribution=options.ff_attribution,
                 ff_sampling_se=max(p.ff_sampling_se for p in per_layer) if sampled else None,
-                parts=[p.parts for p in per_layer] if options.keep_parts else None))
+                parts=[p.parts for p in per_layer] if options.keep_parts else None,
+                captures=kept_captures if options.keep_captures else None))
     steps.close()
     return results

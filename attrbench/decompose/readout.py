@@ -65,14 +65,13 @@ def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, i
     ``contrast_index``) of the last linear step. They sum to the real logit (the caller checks)."""
     *body, last = steps
     for step in body:
-        total = parts.sum(0) + bias  # the real input of this step
         if isinstance(step, Linear):
             parts, bias = parts @ step.weight, step(bias)
-        elif isinstance(step, Activation):
-            share = stages.ig_share(step.fn, total)  # g(s)/s: exact, the bias takes its share too
+        elif isinstance(step, Activation):  # g(s)/s of the real input s: exact, the bias takes its share too
+            share = stages.ig_share(step.fn, parts.sum(0) + bias)
             parts, bias = parts * share, bias * share
         else:
-            parts, bias = _norm(parts, bias, step, total)
+            parts, bias = _norm(parts, bias, step, parts.sum(0) + bias)
     column = last.weight[:, index] - (0 if contrast_index is None else last.weight[:, contrast_index])
     constant = torch.zeros((), dtype=parts.dtype) if last.bias is None else (
         last.bias[index] - (0 if contrast_index is None else last.bias[contrast_index]))
