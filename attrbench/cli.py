@@ -173,8 +173,14 @@ def cmd_attribute(args) -> None:
                               f"`attrbench decompose --scopes {method.name}`")
         if args.ff_attribution != "ig" and "ff_attribution" not in method.params:
             raise InputError(f"'{method.name}' does not go through the FF block, so it has no FF split to choose")
+    method_params, eval_params = _plugin_params(args.param)
+    unused = (set(method_params) - {m.name for m in methods}) | set(eval_params)
+    if unused:
+        raise InputError(f"--param names {', '.join(sorted(unused))}, which is not among --method "
+                         f"{','.join(m.name for m in methods)}")
     options = {"value_bias": args.value_bias, "ff_attribution": args.ff_attribution}
-    methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params}) for m in methods]
+    methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params} | method_params.get(m.name, {}))
+               for m in methods]
     adapter = load_model(args.model, dtype=args.dtype)
     results = [method(adapter, [args.text], target=args.target, truncate=args.truncate)[0] for method in methods]
     tokens = results[0].tokens
@@ -332,8 +338,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where the value bias b_V goes: each token's part (default) or the bias term")
     p.add_argument("--truncate", action="store_true", help="cut texts longer than the model's positions")
     p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
-                   help="how the FF activation is split over tokens: exact IG in closed form (default), our exact "
-                        "or sampled Shapley values, or shap's explainers (slow references)")
+                   help="how the FF activation is split over tokens: exact IG in closed form (default), DecompX's "
+                        "tangent (decompx), our exact or sampled Shapley values, or shap's explainers (slow references)")
     p.add_argument("--shapley-samples", type=int, default=256, help="permutations for shapley-sampling")
     p.add_argument("--plot", metavar="FILE.png", help="heatmaps of one layer, one panel per scope")
     p.add_argument("--plot-layer", type=int, help="layer to plot (default: last)")
@@ -351,7 +357,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--value-bias", default="token", choices=["token", "bias"])
     p.add_argument("--truncate", action="store_true")
     p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
-                   help="methods that go through the FF block: split its activation by IG (default) or Shapley values")
+                   help="methods that go through the FF block: split its activation by IG (default), DecompX's "
+                        "tangent (decompx) or Shapley values")
+    p.add_argument("--param", action="append", metavar="METHOD.NAME=VALUE",
+                   help="a method's parameter (repeatable), e.g. decompx.bias_split=none or lime.n_samples=500; see "
+                        "`attrbench methods --json`")
     p.add_argument("--plot", metavar="FILE.png", help="token-saliency strips, one row per method")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_attribute)

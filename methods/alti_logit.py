@@ -24,7 +24,7 @@ from attrbench.decompose.engine import default_tolerance
 from attrbench.decompose.readout import head_logit, stream_parts
 from attrbench.errors import CompletenessError, InputError
 from attrbench.method import VALUE_BIAS_PARAM, Method, MethodResult
-from attrbench.models.heads import HEADS, head_steps
+from attrbench.models.heads import head_steps, no_readout_reason
 from attrbench.registry import METHODS
 from attrbench.targets import no_head_reason
 
@@ -38,13 +38,7 @@ class ALTILogit(Method):
     params = {"value_bias": VALUE_BIAS_PARAM}
 
     def supports(self, adapter):
-        reason = no_head_reason(adapter)
-        if reason:
-            return reason
-        if head_steps(adapter) is None:
-            return (f"its head ({type(adapter.model).__name__}) has no readout; supported heads: "
-                    f"{', '.join(sorted(HEADS))}")
-        return None
+        return no_head_reason(adapter) or no_readout_reason(adapter)
 
     @torch.no_grad()
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:

@@ -27,7 +27,7 @@ from torch import nn
 from attrbench.decompose import stages
 from attrbench.gradients import GradientMethod
 from attrbench.models.architectures import norm_spec
-from attrbench.models.heads import HEADS, Activation, head_steps
+from attrbench.models.heads import Activation, head_steps, no_readout_reason
 from attrbench.registry import METHODS
 
 
@@ -104,14 +104,10 @@ class AttnLRP(GradientMethod):
     reference = "Achtibat et al. 2024, 'AttnLRP: Attention-Aware Layer-Wise Relevance Propagation for Transformers'"
 
     def supports(self, adapter):
-        reason = super().supports(adapter)
+        reason = super().supports(adapter) or no_readout_reason(adapter)
         if reason:
             return reason
-        steps = head_steps(adapter)
-        if steps is None:
-            return (f"its head ({type(adapter.model).__name__}) is not readable; supported heads: "
-                    f"{', '.join(sorted(HEADS))}")
-        functional = [s for s in steps if isinstance(s, Activation) and not isinstance(s.fn, nn.Module)]
+        functional = [s for s in head_steps(adapter) if isinstance(s, Activation) and not isinstance(s.fn, nn.Module)]
         if functional or any(not isinstance(spec.ff.activation, nn.Module) for spec in adapter.layers):
             return "it applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's MLM head)"
         return None

@@ -9,12 +9,11 @@ W_O^h``; the final norm linear with the real scale of the last residual state; A
 import numpy as np
 import pytest
 import torch
-import transformers as hf
 
 from attrbench.decompose import readout
 from attrbench.errors import CompletenessError, InputError
 from attrbench.models import TransformerAdapter, load_model
-from attrbench.models.tiny import randomise, tiny_tokenizer
+from attrbench.models.tiny import tiny_classifier
 from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
@@ -89,11 +88,7 @@ def test_equals_by_hand_recomputation_on_decoders(name, target):
 
 
 def _bert_classifier():
-    config = hf.BertConfig(vocab_size=len(tiny_tokenizer(True)), hidden_size=32, num_hidden_layers=2,
-                           num_attention_heads=4, intermediate_size=64, max_position_embeddings=64, num_labels=3)
-    model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
-    model = randomise(model).double().eval()
-    return TransformerAdapter(model, tiny_tokenizer(True), "tiny-bert-classifier")
+    return TransformerAdapter(*tiny_classifier("bert"), "tiny-bert-classifier")
 
 
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-roberta", "tiny-distilbert", "tiny-gpt2", "tiny-opt",
@@ -126,8 +121,5 @@ def test_a_wrong_step_is_caught(monkeypatch):
 def test_bad_input():
     with pytest.raises(InputError, match="leave layers unset"):
         ALTI_LOGIT(load_model("tiny-gpt2"), TEXT, layers=[0])
-    config = hf.RobertaConfig(vocab_size=len(tiny_tokenizer(True)), hidden_size=32, num_hidden_layers=1,
-                              num_attention_heads=4, intermediate_size=64, max_position_embeddings=66)
-    model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
     with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
-        ALTI_LOGIT(TransformerAdapter(model, tiny_tokenizer(True), "roberta-classifier"), TEXT)
+        ALTI_LOGIT(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)

@@ -125,13 +125,8 @@ def test_forward_values_are_the_models_own_and_hooks_are_removed():
 
 
 def test_bad_input():
-    import transformers as hf
-
     from attrbench.models import TransformerAdapter
-    from attrbench.models.tiny import tiny_tokenizer
+    from attrbench.models.tiny import tiny_classifier
 
-    config = hf.RobertaConfig(vocab_size=len(tiny_tokenizer(True)), hidden_size=32, num_hidden_layers=1,
-                              num_attention_heads=4, intermediate_size=64, max_position_embeddings=66)
-    model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager").eval()
-    with pytest.raises(InputError, match="not readable; supported heads"):
-        ATTN_LRP(TransformerAdapter(model, tiny_tokenizer(True), "roberta-classifier"), TEXT)
+    with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
+        ATTN_LRP(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)

@@ -62,3 +62,17 @@ def test_attribute_ff_attribution_shapley(capsys):
     assert main(["attribute", "--model", "tiny-bert", "--method", "alti", "--text", "a film",
                  "--ff-attribution", "shapley-exact"]) == 2
     assert "'alti' does not go through the FF block" in capsys.readouterr().err
+
+
+def test_attribute_takes_method_params(capsys):
+    args = ["attribute", "--model", "tiny-gpt2", "--method", "decompx,lime", "--text", "the keys to the cabinet",
+            "--target", "contrast:are/is", "--json"]
+    assert main(args + ["--param", "decompx.ff_attribution=decompx", "--param", "decompx.bias_split=none",
+                        "--param", "lime.n_samples=50"]) == 0
+    decompx, lime = json.loads(capsys.readouterr().out)
+    assert decompx["params"] == {"ff_attribution": "decompx", "bias_split": "none"}
+    assert lime["params"]["n_samples"] == 50 and decompx["bias_logit"] != 0
+    assert main(args + ["--param", "alti.value_bias=bias"]) == 2
+    assert "--param names alti, which is not among --method decompx,lime" in capsys.readouterr().err
+    assert main(args + ["--param", "decompx.bias_split=cls"]) == 2
+    assert "bias_split" in capsys.readouterr().err

@@ -7,7 +7,7 @@ import attrbench
 from attrbench.cli import main
 from attrbench.errors import InputError, ModelLoadError
 from attrbench.models import TransformerAdapter, load_model
-from attrbench.models.tiny import MAX_POSITIONS, build_tiny, tiny_tokenizer
+from attrbench.models.tiny import MAX_POSITIONS, build_tiny
 
 
 def _one_line(err):

@@ -38,7 +38,7 @@ def test_smollm2_all_scopes_complete():
 
 SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out,"
                  "value_zeroing,attention_flow,saliency,deeplift,gradient_shap,smooth_grad,occlusion,feature_ablation,"
-                 "lime,kernel_shap,shapley_sampling,alti_logit,attn_lrp")
+                 "lime,kernel_shap,shapley_sampling,alti_logit,attn_lrp,decompx")
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,9 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
     alti_logit = records["alti_logit"]  # float32: the stream's parts sum to the real logit difference
     assert alti_logit["residual"] < 1e-4
     assert sum(alti_logit["logit_shares"].values()) == pytest.approx(alti_logit["logit"], abs=1e-3)
+    decompx = records["decompx"]  # float32, 30 layers: the propagated parts still sum to the real logit difference
+    assert decompx["residual"] < 1e-4 and decompx["bias_logit"] == 0.0
+    assert sum(decompx["scores"]) == pytest.approx(decompx["logit"], abs=1e-3)
     # massive activations make SmolLM2's cosine changes tiny: with inseq's 1e-5 cut the rollout would be all zeros
     assert abs(sum(scores["value_zeroing"]) - 1) < 1e-5
 

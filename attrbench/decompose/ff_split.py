@@ -11,7 +11,10 @@ once per layer on the real FF input; ``split`` runs per chunk of output rows.
   ``shapley-kernel`` (the shap library): Shapley values with the token parts and the bias as
   players (Kobayashi et al. 2024, App. E); see ``shapley.py``.
 
-A new split (e.g. DecompX's linear approximation) is one more entry in ``FF_SPLITS``.
+- ``decompx``: DecompX's linear approximation (Modarressi et al. 2023, ``GeLU_LA``): the tangent at the real
+  pre-activation, slope ``g'(s)`` on every part and the intercept ``g(s) - g'(s) s`` to the bias. For a gated FF
+  (not in the paper) the tangent plane of ``g(a) c`` at the real (a, c): ``a_j g'(a) c + c_j g(a)``, intercept
+  ``-g'(a) c a``.
 """
 from __future__ import annotations
 
@@ -52,6 +55,26 @@ class IntegratedGradientsSplit:
         return Split(p.mul_(share), p_bias * share)
 
 
+class TangentSplit:
+    name = "decompx"
+
+    def prepare(self, ff, ff_in: torch.Tensor):
+        gate = ff.w_in(ff_in)
+        slope, intercept = stages.tangent(ff.activation, gate)
+        if not ff.gated:
+            return slope, intercept
+        up = ff.up(ff_in)
+        return slope * up, ff.activation(gate), -slope * up * gate
+
+    def split(self, ff, factors, pre: Projected, rows: slice, samples: int, seed: int) -> Split:
+        if ff.gated:
+            (gate, gate_bias), (up, up_bias) = pre
+            k_gate, k_up, intercept = (f[rows] for f in factors)
+            return Split(gate.mul_(k_gate).add_(up.mul_(k_up)), gate_bias * k_gate + up_bias * k_up + intercept)
+        (p, p_bias), (slope, intercept) = pre[0], (f[rows] for f in factors)
+        return Split(p.mul_(slope), p_bias * slope + intercept)
+
+
 @dataclass(frozen=True)
 class ShapleySplit:
     """Players: the token parts and the bias; ``engine(activation, players, samples, seed)``."""
@@ -85,6 +108,7 @@ def _with_shap(engine: str):
 
 FF_SPLITS = {
     "ig": IntegratedGradientsSplit(),
+    "decompx": TangentSplit(),
     "shapley-exact": ShapleySplit("shapley-exact", _exact),
     "shapley-sampling": ShapleySplit("shapley-sampling", _sampling),
     "shap-exact": ShapleySplit("shap-exact", _with_shap("shap-exact")),

@@ -12,7 +12,8 @@ Two steps, each exact (checked against the real forward pass):
   (or logit difference). The parts' logits plus the bias's equal the real logit.
 
 Ferrando et al. 2023 (ALTI-Logit) read decoders this way through the final norm; Modarressi et al. 2023
-(DecompX) carry their parts through the pooler's tanh and the classifier the same way.
+(DecompX) carry their parts through the pooler's tanh and the classifier the same way, optionally with the
+tangent of each activation and every constant shared over the parts (``head_logit``'s options).
 """
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ def _check(name: str, parts: torch.Tensor, bias: torch.Tensor, real: torch.Tenso
 
 def _norm(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec, real_in: torch.Tensor):
     """(K, d) parts of one row through a norm with the real scale of ``real_in`` (d,)."""
-    normed, normed_bias = stages.norm_parts(parts[:, None], bias[None], norm, norm.scale(real_in)[None])
+    normed, normed_bias = stages.carry_norm(parts[:, None], bias[None], norm, norm.scale(real_in)[None], "none")
     return normed[:, 0], normed_bias[0]
 
 
@@ -60,18 +61,31 @@ def stream_parts(layers, captures, row: int, attention: list[tuple[torch.Tensor,
 
 
 def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, index: int,
-               contrast_index: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+               contrast_index: int | None = None, *, activation_rule: str = "ig",
+               bias_split: str = "none") -> tuple[torch.Tensor, torch.Tensor]:
     """(K,) logit of each part of the head's input and the bias's logit: logit ``index`` (minus
-    ``contrast_index``) of the last linear step. They sum to the real logit (the caller checks)."""
+    ``contrast_index``) of the last linear step. They sum to the real logit (the caller checks).
+
+    Activations are split by ``activation_rule`` and every constant of the head joins as ``bias_split`` says
+    (``stages.ACTIVATION_RULES``, ``stages.BIAS_SPLITS``); the defaults keep the constants in the bias."""
     *body, last = steps
+    parts, bias = parts[:, None], bias[None]  # one row: (K, 1, d), (1, d)
     for step in body:
         if isinstance(step, Linear):
-            parts, bias = parts @ step.weight, step(bias)
-        elif isinstance(step, Activation):  # g(s)/s of the real input s: exact, the bias takes its share too
-            share = stages.ig_share(step.fn, parts.sum(0) + bias)
-            parts, bias = parts * share, bias * share
+            parts, bias = stages.carry_linear(parts, bias, step, bias_split)
+        elif isinstance(step, Activation):  # of the real input s: the bias takes its share too
+            parts, bias = stages.carry_activation(parts, bias, step.fn, parts.sum(0) + bias, activation_rule,
+                                                  bias_split)
         else:
-            parts, bias = _norm(parts, bias, step, parts.sum(0) + bias)
+            parts, bias = stages.carry_norm(parts, bias, step, step.scale(parts.sum(0) + bias), bias_split)
+    if bias_split != "none" and last.bias is not None:  # shared by the parts' vectors of all logits, as DecompX
+        parts, bias = stages.carry_linear(parts, bias, last, bias_split)
+        column = torch.zeros(parts.shape[-1], dtype=parts.dtype)
+        column[index] += 1
+        if contrast_index is not None:
+            column[contrast_index] -= 1
+        return parts[:, 0] @ column, bias[0] @ column
+    parts, bias = parts[:, 0], bias[0]
     column = last.weight[:, index] - (0 if contrast_index is None else last.weight[:, contrast_index])
     constant = torch.zeros((), dtype=parts.dtype) if last.bias is None else (
         last.bias[index] - (0 if contrast_index is None else last.bias[contrast_index]))

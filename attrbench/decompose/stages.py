@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import functools
 
+from dataclasses import replace
+
 import numpy as np
 import torch
 
@@ -127,6 +129,13 @@ def ig_share(activation, total: torch.Tensor) -> torch.Tensor:
     return torch.where(tiny, _activation_slope(activation, total.new_zeros(1)), out / safe)
 
 
+def tangent(activation, total: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The tangent of ``g`` at the real pre-activation ``s`` (DecompX's GeLU_LA, Modarressi et al. 2023): slope
+    ``g'(s)`` for every part, intercept ``g(s) - g'(s) s`` as a new constant; the sum is exactly ``g(s)``."""
+    slope = _activation_slope(activation, total)
+    return slope, activation(total) - slope * total
+
+
 _GL_NODES = 96
 
 
@@ -174,3 +183,53 @@ def relative_residual(parts_sum: torch.Tensor, bias: torch.Tensor, real: torch.T
     err = torch.linalg.vector_norm(parts_sum + bias - real, dim=-1)
     ref = torch.linalg.vector_norm(real, dim=-1).clamp_min(torch.finfo(real.dtype).tiny)
     return float((err / ref).max())
+
+
+# How a constant (a bias, a norm's beta, an activation's intercept) joins a decomposition: kept as the bias term
+# ("none"), or shared over the parts of each row as DecompX's bias_decomp_type does (Modarressi et al. 2023).
+BIAS_SPLITS = ("absdot", "norm", "equal", "none")
+# How an element-wise activation acts on parts: exact zero-baseline IG share g(s)/s ("ig", DecompX's ZO), or
+# the tangent at the real pre-activation ("decompx", DecompX's LA) with its intercept as a new constant.
+ACTIVATION_RULES = ("ig", "decompx")
+
+
+def spread_bias(parts: torch.Tensor, bias: torch.Tensor, constant: torch.Tensor,
+                how: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Add ``constant`` ((c, d) or (d,)) to the decomposition (parts (m, c, d), bias (c, d)); exact either way.
+
+    ``how``: "none" adds it to the bias term; "absdot" shares it over row i's parts by |<part, constant>|, "norm"
+    by ||part||, "equal" evenly over the non-zero parts. A row whose weights are all zero keeps it in the bias.
+    """
+    if how == "none":
+        return parts, bias + constant
+    constant = constant.expand_as(bias)
+    if how == "absdot":
+        weights = torch.einsum("mcd,cd->mc", parts, constant).abs_()
+    else:
+        norms = torch.linalg.vector_norm(parts, dim=-1)
+        weights = norms if how == "norm" else (norms != 0).to(parts.dtype)
+    total = weights.sum(0)
+    parts = parts + safe_divide(weights, total)[..., None] * constant
+    return parts, bias + torch.where((total > 0)[:, None], torch.zeros_like(constant), constant)
+
+
+def carry_linear(parts: torch.Tensor, bias: torch.Tensor, linear: Linear, how: str):
+    """Parts (m, c, d) and bias (c, d) through ``x @ W + b``: W acts on each, b joins as ``how`` says."""
+    parts, bias = parts @ linear.weight, bias @ linear.weight
+    return (parts, bias) if linear.bias is None else spread_bias(parts, bias, linear.bias, how)
+
+
+def carry_norm(parts: torch.Tensor, bias: torch.Tensor, norm: NormSpec, scale: torch.Tensor, how: str):
+    """A norm with the real scale (c,) of the whole (``norm_parts``); its beta joins as ``how`` says."""
+    parts, bias = norm_parts(parts, bias, replace(norm, beta=None), scale)
+    return (parts, bias) if norm.beta is None else spread_bias(parts, bias, norm.beta, how)
+
+
+def carry_activation(parts: torch.Tensor, bias: torch.Tensor, activation, total: torch.Tensor, rule: str,
+                     how: str):
+    """An element-wise activation of the real pre-activation ``total`` (c, d), split by ``rule``."""
+    if rule == "ig":
+        share = ig_share(activation, total)
+        return parts * share, bias * share
+    slope, intercept = tangent(activation, total)
+    return spread_bias(parts * slope, bias * slope, intercept, how)

@@ -71,3 +71,10 @@ def head_steps(adapter) -> Optional[list[HeadStep]]:
     """The head of ``adapter``'s model as steps (the last one linear, onto the logits), or None if not listed."""
     read = HEADS.get(type(adapter.model).__name__)
     return None if read is None else read(adapter.model, adapter.final_norm)
+
+
+def no_readout_reason(adapter) -> Optional[str]:
+    """Why a method that reads the head as steps cannot run on ``adapter`` (None when it can)."""
+    if head_steps(adapter) is None:
+        return f"its head ({type(adapter.model).__name__}) has no readout; supported heads: {', '.join(sorted(HEADS))}"
+    return None

@@ -85,3 +85,16 @@ def build_tiny(name: str, config_overrides: dict | None = None, seed: int = 0):
     torch.manual_seed(seed)
     model = cls.from_config(config, attn_implementation="eager")
     return randomise(model, seed).eval(), tiny_tokenizer(encoder=name in ENCODERS)
+
+
+def tiny_classifier(kind: str = "bert", layers: int = 2, labels: int = 3, seed: int = 0,
+                    dtype: torch.dtype = torch.float64):
+    """(model, tokenizer): a random sequence classifier (``kind`` "bert" or "roberta"), for methods that read a
+    classification head (the pooler and classifier of BERT; RoBERTa's head, which has no readout)."""
+    common = dict(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=layers, num_attention_heads=4,
+                  intermediate_size=64, num_labels=labels)
+    config = (hf.BertConfig(max_position_embeddings=MAX_POSITIONS, **common) if kind == "bert" else
+              hf.RobertaConfig(max_position_embeddings=MAX_POSITIONS + 2, **common))
+    torch.manual_seed(seed)
+    model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
+    return randomise(model, seed).to(dtype).eval(), tiny_tokenizer(encoder=True)
