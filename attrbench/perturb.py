@@ -65,6 +65,11 @@ class Deletions:
     def m(self) -> int:
         return len(self.positions)
 
+    @property
+    def evaluated(self) -> list[frozenset]:
+        """The distinct deletion sets sent through the model so far (each one text)."""
+        return list(self._p)
+
     def sequence(self, removed: frozenset) -> list[int]:
         gone = {int(self.positions[i]) for i in removed}
         return [t for p, t in enumerate(self.ids) if p not in gone]

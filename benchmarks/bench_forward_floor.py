@@ -45,7 +45,7 @@ def suite_floor(suite, per_suite: int, seed: int) -> dict:
             for kind in naopc.KINDS:
                 naopc.bounds(deletions, kind, params["exact_up_to"], params["beam_width"])
         seconds += time.perf_counter() - start
-        sets = list(deletions._p)
+        sets = deletions.evaluated
         texts.append(len(sets))
         tokens.append(sum(len(deletions.sequence(s)) for s in sets))
         ms.append(deletions.m)

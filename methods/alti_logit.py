@@ -21,8 +21,8 @@ import torch
 
 from attrbench.decompose import decompose
 from attrbench.decompose.engine import default_tolerance
-from attrbench.decompose.readout import head_logit, stream_parts
-from attrbench.errors import CompletenessError, InputError
+from attrbench.decompose.readout import check_logit, head_logit, stream_parts
+from attrbench.errors import InputError
 from attrbench.method import VALUE_BIAS_PARAM, Method, MethodResult
 from attrbench.models.heads import head_steps, no_readout_reason
 from attrbench.registry import METHODS
@@ -53,12 +53,8 @@ class ALTILogit(Method):
             attention = [(layer["attn_n"][0][t], layer["attn_n"][1][t]) for layer in dec.parts]
             parts, bias = stream_parts(adapter.layers, dec.captures, t, attention, tolerance)
             logits, bias_logit = head_logit(steps, parts, bias, resolved.index, resolved.contrast_index)
-            # the model's own head on the same tokens: the check is against a pass the parts did not come from
-            real = float(resolved.logit(adapter.row_logits(t, input_ids=torch.tensor([dec.input_ids])))[0])
-            residual = abs(float(logits.sum() + bias_logit) - real) / float(logits.abs().sum() + abs(bias_logit))
-            if not residual <= tolerance:
-                raise CompletenessError(f"alti_logit's parts miss the real logit {real:.4g} by {residual:.2e} "
-                                        f"(relative); this is a bug in attrbench: please report it")
+            real, residual = check_logit(adapter, resolved, torch.tensor([dec.input_ids]), logits, bias_logit,
+                                         tolerance, self.name)
             per_layer = logits[1:].view(adapter.n_layers, n + 1).double().numpy()  # [l, j]: j < n attention, n FF
             attention_logits = per_layer[:, :n]
             mixing, scores = np.eye(n), np.zeros(n)

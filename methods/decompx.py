@@ -20,9 +20,9 @@ import torch
 
 from attrbench.decompose import propagate
 from attrbench.decompose.engine import default_tolerance
-from attrbench.decompose.readout import head_logit
+from attrbench.decompose.readout import check_logit, head_logit
 from attrbench.decompose.stages import ACTIVATION_RULES, BIAS_SPLITS
-from attrbench.errors import CompletenessError, InputError
+from attrbench.errors import InputError
 from attrbench.method import Method, MethodResult
 from attrbench.models.heads import head_steps, no_readout_reason
 from attrbench.params import Param
@@ -62,12 +62,8 @@ class DecompX(Method):
                                                         bias_split=self.bias_split, tolerance=tolerance)
             logits, bias_logit = head_logit(steps, parts[:, t], bias[t], resolved.index, resolved.contrast_index,
                                             activation_rule=self.ff_attribution, bias_split=self.bias_split)
-            # the model's own head on the same tokens: the check is against a pass the parts did not come from
-            real = float(resolved.logit(adapter.row_logits(t, input_ids=batch.input_ids[b:b + 1, :n]))[0])
-            residual = abs(float(logits.sum() + bias_logit) - real) / float(logits.abs().sum() + abs(bias_logit))
-            if not residual <= tolerance:
-                raise CompletenessError(f"decompx's parts miss the real logit {real:.4g} by {residual:.2e} "
-                                        f"(relative); this is a bug in attrbench: please report it")
+            real, residual = check_logit(adapter, resolved, batch.input_ids[b:b + 1, :n], logits, bias_logit,
+                                         tolerance, self.name)
             scores = torch.zeros(n, dtype=torch.float64)
             scores[:seen] = logits.double()
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores.numpy(), residual, {

@@ -38,17 +38,18 @@ def _attention(spec: LayerSpec, probs: torch.Tensor, parts: torch.Tensor, bias: 
     """The attention block's output as parts ``sum_h sum_k alpha^h_ik (P[j, k] W_V^h) W_O^h``, their bias, and
     the block's constant (d,), which the caller adds after the residual (where the authors' code shares it)."""
     H, kv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
+    kv_of_head = torch.arange(H) // (H // kv)  # grouped-query attention: heads share kv heads
     m, n, _ = parts.shape
     values = torch.cat([parts, bias[None]]) @ spec.value.weight  # (m + 1, n, kv dh), the bias as one more part
     b_v = spec.value.bias
     if first and b_v is not None and how != "none":  # each position holds one token's part at layer 0
         token_values, bias_values = stages.spread_bias(values[:m], values[m], b_v, how)
         values, b_v = torch.cat([token_values, bias_values[None]]), None
-    per_head = values.view(m + 1, n, kv, dh)[:, :, torch.arange(H) // (H // kv)]  # (m + 1, n, H, dh)
+    per_head = values.view(m + 1, n, kv, dh)[:, :, kv_of_head]  # (m + 1, n, H, dh)
     mixed = torch.einsum("hik,pkhe->pihe", probs, per_head).reshape(m + 1, n, H * dh) @ spec.out_proj.weight
     constant = torch.zeros_like(mixed[0, 0])
     if b_v is not None:  # attention rows sum to one: the value bias reaches every row as b_V W_O
-        constant = constant + torch.einsum("he,hed->d", b_v.view(kv, dh)[torch.arange(H) // (H // kv)],
+        constant = constant + torch.einsum("he,hed->d", b_v.view(kv, dh)[kv_of_head],
                                            spec.out_proj.weight.view(H, dh, -1))
     if spec.out_proj.bias is not None:
         constant = constant + spec.out_proj.bias

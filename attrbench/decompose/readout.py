@@ -80,13 +80,23 @@ def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, i
             parts, bias = stages.carry_norm(parts, bias, step, step.scale(parts.sum(0) + bias), bias_split)
     if bias_split != "none" and last.bias is not None:  # shared by the parts' vectors of all logits, as DecompX
         parts, bias = stages.carry_linear(parts, bias, last, bias_split)
-        column = torch.zeros(parts.shape[-1], dtype=parts.dtype)
-        column[index] += 1
-        if contrast_index is not None:
-            column[contrast_index] -= 1
-        return parts[:, 0] @ column, bias[0] @ column
+        if contrast_index is None:
+            return parts[:, 0, index], bias[0, index]
+        return parts[:, 0, index] - parts[:, 0, contrast_index], bias[0, index] - bias[0, contrast_index]
     parts, bias = parts[:, 0], bias[0]
     column = last.weight[:, index] - (0 if contrast_index is None else last.weight[:, contrast_index])
     constant = torch.zeros((), dtype=parts.dtype) if last.bias is None else (
         last.bias[index] - (0 if contrast_index is None else last.bias[contrast_index]))
     return parts @ column, bias @ column + constant
+
+
+def check_logit(adapter, resolved, input_ids: torch.Tensor, logits: torch.Tensor, bias_logit: torch.Tensor,
+                tolerance: float, method: str) -> tuple[float, float]:
+    """The real logit from the model's own head on the same tokens (a pass the parts did not come from) and the
+    parts' relative miss, ``|sum + bias - real| / sum |terms|``; a miss above ``tolerance`` raises."""
+    real = float(resolved.logit(adapter.row_logits(resolved.row, input_ids=input_ids))[0])
+    residual = abs(float(logits.sum() + bias_logit) - real) / float(logits.abs().sum() + abs(bias_logit))
+    if not residual <= tolerance:
+        raise CompletenessError(f"{method}'s parts miss the real logit {real:.4g} by {residual:.2e} (relative); "
+                                "this is a bug in attrbench: please report it")
+    return real, residual
