@@ -5,19 +5,49 @@ import argparse
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
+import transformers
 
-from .decompose.ff_split import FF_ATTRIBUTIONS
+from .decompose import FF_ATTRIBUTIONS, decompose
 from .errors import AttrbenchError, InputError, one_line
+from .models import list_models, load_model, supported_architectures
+from .models.training.tasks import TASK_MODELS, task_model_folder, training_record
+from .plugin.registry import DATASETS, EVALS, METHODS
+from .report import write_report
+from .report.plot import plot_maps, plot_scores
+from .runtime.config import read_config
+from .runtime.executors import LocalExecutor, RayExecutor
+from .runtime.options import DTYPES, RunOptions
+from .runtime.pipeline import evaluate, run_leaderboard, score_attributions
+from .runtime.provenance import provenance, table, write_results
 
 
 def _quiet_transformers() -> None:
-    import transformers
 
     transformers.logging.set_verbosity_error()
     transformers.logging.disable_progress_bar()
+
+
+def add_run_options(p: argparse.ArgumentParser, dtype: bool = True) -> None:
+    """The options of :class:`~attrbench.runtime.options.RunOptions`, the same on every command that computes."""
+    if dtype:
+        p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--threads", type=int, help="torch threads of this process (default: torch's choice)")
+    p.add_argument("--batch-size", type=int, default=RunOptions.batch_size,
+                   help=f"perturbed sequences per forward pass (default {RunOptions.batch_size})")
+
+
+def run_options(args, **fixed) -> RunOptions:
+    """The run options a command's arguments give (``fixed`` ones, e.g. a config's dtype, win), applied."""
+    values = {"dtype": getattr(args, "dtype", None), "threads": args.threads, "batch_size": args.batch_size,
+              "progress": not args.json}
+    options = RunOptions().with_(**{**values, **fixed})
+    options.apply()
+    return options
 
 
 def _parse_layers(text: str | None) -> list[int] | None:
@@ -42,7 +72,6 @@ def _csv(text: str | None) -> list[str] | None:
 def _plugin_params(items: list[str] | None) -> tuple[dict, dict]:
     """``--param PLUGIN.NAME=VALUE`` options -> (method_params, eval_params); VALUE is read as JSON when it
     parses (numbers, true/false, null), else as text."""
-    from .registry import EVALS, METHODS
 
     methods, evals = {}, {}
     for item in items or []:
@@ -65,8 +94,6 @@ def _plugin_params(items: list[str] | None) -> tuple[dict, dict]:
 
 
 def cmd_models(args) -> None:
-    from .models import list_models, supported_architectures
-
     rows = list_models()
     if args.json:
         print(json.dumps({"models": rows, "architectures": supported_architectures()}, indent=1))
@@ -84,8 +111,6 @@ def cmd_models(args) -> None:
 
 
 def cmd_methods(args) -> None:
-    from .registry import METHODS
-
     rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete,
              "description": m.description, "reference": m.reference, "params": m.get_params()} for m in METHODS.all()]
     if args.json:
@@ -98,8 +123,6 @@ def cmd_methods(args) -> None:
 
 
 def cmd_evals(args) -> None:
-    from .registry import EVALS
-
     rows = [{"name": e.name, "family": e.family, "takes_methods": e.needs_methods, "description": e.description,
              "reference": e.reference, "params": e.get_params()} for e in EVALS.all()]
     if args.json:
@@ -110,8 +133,6 @@ def cmd_evals(args) -> None:
 
 
 def cmd_datasets(args) -> None:
-    from .registry import DATASETS
-
     rows = [{"name": d.name, "family": d.family, "description": d.description, "reference": d.reference,
              "splits": list(d.splits or d.files), "default_split": d.default_split} for d in DATASETS.all()]
     if args.json:
@@ -125,11 +146,8 @@ def cmd_datasets(args) -> None:
 
 
 def cmd_decompose(args) -> None:
-    from . import decompose, load_model
-    from .plot import plot_maps
-
     _quiet_transformers()
-    adapter = load_model(args.model, dtype=args.dtype)
+    adapter = load_model(args.model, dtype=run_options(args).dtype)
     results = decompose(adapter, args.text, scopes=_csv(args.scopes), layers=_parse_layers(args.layers),
                         value_bias=args.value_bias, truncate=args.truncate, ff_attribution=args.ff_attribution,
                         shapley_samples=args.shapley_samples, progress=not args.json)
@@ -142,7 +160,6 @@ def cmd_decompose(args) -> None:
         payload = [d.to_json() for d in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload))
         return
-    import pandas as pd
 
     np.set_printoptions(precision=3, suppress=True, linewidth=160)
     for dec in results:
@@ -159,10 +176,6 @@ def cmd_decompose(args) -> None:
 
 
 def cmd_attribute(args) -> None:
-    from . import load_model
-    from .plot import plot_scores
-    from .registry import METHODS
-
     _quiet_transformers()
     methods = [METHODS.get(name) for name in _csv(args.method) or []]
     if not methods:
@@ -170,7 +183,7 @@ def cmd_attribute(args) -> None:
     for method in methods:
         if method.output != "scores":
             raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
-                              f"`attrbench decompose --scopes {method.name}`")
+                             f"`attrbench decompose --scopes {method.name}`")
         if args.ff_attribution != "ig" and "ff_attribution" not in method.params:
             raise InputError(f"'{method.name}' does not go through the FF block, so it has no FF split to choose")
     method_params, eval_params = _plugin_params(args.param)
@@ -181,7 +194,7 @@ def cmd_attribute(args) -> None:
     options = {"value_bias": args.value_bias, "ff_attribution": args.ff_attribution}
     methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params} | method_params.get(m.name, {}))
                for m in methods]
-    adapter = load_model(args.model, dtype=args.dtype)
+    adapter = load_model(args.model, dtype=run_options(args).dtype)
     results = [method(adapter, [args.text], target=args.target, truncate=args.truncate)[0] for method in methods]
     tokens = results[0].tokens
     if args.plot:
@@ -192,7 +205,6 @@ def cmd_attribute(args) -> None:
         payload = [r.to_json() for r in results]
         print(json.dumps(payload[0] if len(payload) == 1 else payload))
         return
-    import pandas as pd
 
     table = pd.DataFrame({r.method: r.values for r in results}, index=tokens)
     print(f"model {adapter.name}  target {results[0].meta.get('target')}  explained row "
@@ -201,8 +213,6 @@ def cmd_attribute(args) -> None:
 
 
 def cmd_prepare(args) -> None:
-    from .models.tasks import TASK_MODELS, task_model_folder, training_record
-
     _quiet_transformers()
     names = _csv(args.models) or list(TASK_MODELS)
     for name in names:
@@ -228,16 +238,13 @@ def cmd_prepare(args) -> None:
 
 
 def cmd_eval(args) -> None:
-    from . import load_model
-    from .planning import evaluate
-    from .results import provenance, table, write_results
-
     _quiet_transformers()
     method_params, eval_params = _plugin_params(args.param)
-    adapter = load_model(args.model, dtype=args.dtype)
+    options = run_options(args)
+    adapter = load_model(args.model, dtype=options.dtype)
     records = evaluate(adapter, _csv(args.method) or [], _csv(args.eval) or [], args.dataset, n=args.n,
-                       seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir,
-                       progress=not args.json, method_params=method_params, eval_params=eval_params)
+                       seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir, options=options,
+                       method_params=method_params, eval_params=eval_params)
     info = provenance(adapter, dataset=args.dataset, split=args.split, n=args.n, seed=args.seed, rank=args.rank,
                       evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir,
                       params=args.param or [])
@@ -245,7 +252,6 @@ def cmd_eval(args) -> None:
     if args.json:
         print(json.dumps(records, default=float))
         return
-    import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table(records).round(4).to_string(index=False))
@@ -258,16 +264,12 @@ def cmd_eval(args) -> None:
 
 def cmd_run(args) -> None:
     """The main job: a leaderboard run from a config (default: the shipped one), then its report."""
-    import time
-
-    from .report import write_report
-    from .runs import LocalExecutor, RayExecutor, read_config, run_leaderboard
-
     _quiet_transformers()
     config = read_config(args.config)
     run_dir = Path(args.out) / config["name"]
-    executor = RayExecutor(args.address, args.workers) if args.executor == "ray" else LocalExecutor(args.workers)
-    summary = run_leaderboard(config, run_dir, executor, progress=not args.json)
+    options = run_options(args, dtype=config["dtype"], threads=args.workers if args.executor == "local" else None)
+    executor = RayExecutor(args.address, args.workers) if args.executor == "ray" else LocalExecutor()
+    summary = run_leaderboard(config, run_dir, executor, options)
     start = time.perf_counter()
     paths = write_report(run_dir)
     summary["report_seconds"] = time.perf_counter() - start
@@ -282,8 +284,6 @@ def cmd_run(args) -> None:
 
 
 def cmd_report(args) -> None:
-    from .report import write_report
-
     paths = write_report(args.run_dir)
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}))
@@ -293,14 +293,11 @@ def cmd_report(args) -> None:
 
 
 def cmd_score(args) -> None:
-    from . import load_model
-    from .external import score_attributions
-    from .results import provenance, table, write_results
-
     _quiet_transformers()
-    adapter = load_model(args.model, dtype=args.dtype)
+    options = run_options(args)
+    adapter = load_model(args.model, dtype=options.dtype)
     records = score_attributions(adapter, args.attributions, _csv(args.eval) or [], args.dataset, rank=args.rank,
-                                 name=args.name, progress=not args.json)
+                                 name=args.name, options=options)
     path = write_results(records, args.out, provenance(adapter, dataset=args.dataset, attributions=args.attributions))
     if args.json:
         print(json.dumps(records, default=float))
@@ -333,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True, action="append", help="repeat for several texts")
     p.add_argument("--scopes", help="comma-separated (default: all scopes of the model)")
     p.add_argument("--layers", help="e.g. 0,2,5 or 0-3 (default: all)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_run_options(p)
     p.add_argument("--value-bias", default="token", choices=["token", "bias"],
                    help="where the value bias b_V goes: each token's part (default) or the bias term")
     p.add_argument("--truncate", action="store_true", help="cut texts longer than the model's positions")
@@ -353,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text", required=True)
     p.add_argument("--target", default="auto", help="auto, cls, mask, next, position:N, class:K, token:WORD, "
                                                    "contrast:GOOD/BAD (default auto: [CLS] / mask / last token)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_run_options(p)
     p.add_argument("--value-bias", default="token", choices=["token", "bias"])
     p.add_argument("--truncate", action="store_true")
     p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
@@ -382,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a method's or evaluation's parameter (repeatable), e.g. naopc.beam_width=2 or "
                         "faithfulness_corr.reference_method=blank_out; see `attrbench methods/evals --json`")
     p.add_argument("--data-dir", help="a folder laid out like attrbench/data (default: the shipped data)")
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_run_options(p)
     p.add_argument("--out", default="attrbench-out/eval", help="folder for the results files")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_eval)
@@ -407,6 +404,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: ray.init() starts or joins a local one)")
     p.add_argument("--workers", type=int, help="local: torch threads; ray: CPUs of a local Ray instance")
+    add_run_options(p, dtype=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)
 
@@ -424,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dataset", required=True, help="a registered dataset or a .jsonl, .csv or .tsv file")
     p.add_argument("--name", default="external", help="method name to report the attributions under")
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"])
-    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    add_run_options(p)
     p.add_argument("--out", default="attrbench-out/eval")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_score)

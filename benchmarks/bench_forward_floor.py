@@ -26,10 +26,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from attrbench.datasets import examples_for, sample  # noqa: E402
 from attrbench.evals import naopc  # noqa: E402
 from attrbench.models import load_model  # noqa: E402
-from attrbench.perturb import Deletions  # noqa: E402
-from attrbench.registry import EVALS  # noqa: E402
-from attrbench.runs import read_config  # noqa: E402
-from attrbench.targets import resolve_text  # noqa: E402
+from attrbench.ops.perturb import Deletions  # noqa: E402
+from attrbench.ops.targets import resolve_text  # noqa: E402
+from attrbench.plugin.registry import EVALS  # noqa: E402
+from attrbench.runtime.config import read_config  # noqa: E402
 
 
 def suite_floor(suite, per_suite: int, seed: int) -> dict:

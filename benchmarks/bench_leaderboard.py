@@ -25,8 +25,8 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attrbench.runs import read_config, run_leaderboard  # noqa: E402
-from attrbench.store import Store  # noqa: E402
+from attrbench.runtime.config import read_config, run_leaderboard  # noqa: E402
+from attrbench.runtime.store import Store  # noqa: E402
 
 
 def unit_rows(run_dir: Path) -> list[dict]:

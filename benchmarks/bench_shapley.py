@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 
 import torch
+from bench_decompose import text_of_length  # same folder: run as python benchmarks/bench_shapley.py
 
 import attrbench
 from attrbench.decompose import shapley
-from bench_decompose import text_of_length  # same folder: run as python benchmarks/bench_shapley.py
 
 
 def players_of(adapter, text: str, layer: int) -> torch.Tensor:

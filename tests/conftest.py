@@ -27,7 +27,7 @@ TEXTS = ["the keys to the cabinet are on the table .", "a wonderful film", "dogs
 @pytest.fixture(scope="session")
 def task_models(tmp_path_factory):
     """Tiny task models trained by the real pipeline: {"sst2": adapter, "sva": adapter, "records": {...}}."""
-    from attrbench.models.tasks import Recipe, build_task_model
+    from attrbench.models.training.tasks import Recipe, build_task_model
 
     root = tmp_path_factory.mktemp("tasks")
     records = {"sst2": build_task_model("tiny-bert", "sst2", root / "sst2", Recipe(train_size=512), progress=False),

@@ -110,7 +110,7 @@ BAD_TARGETS = {  # (model, target) -> the words of the one error every method gi
 @pytest.mark.parametrize("model,target", list(BAD_TARGETS))
 def test_bad_target_is_the_same_error_for_every_method(tiny_models, model, target):
     """Targets are validated once, before any method runs: rollouts and maps refuse what gradients refuse."""
-    from attrbench.registry import METHODS
+    from attrbench.plugin.registry import METHODS
 
     adapter = tiny_models[(model, "float32")]
     messages = set()
@@ -124,7 +124,7 @@ def test_bad_target_is_the_same_error_for_every_method(tiny_models, model, targe
 
 
 def test_every_method_records_the_resolved_target(tiny_models):
-    from attrbench.registry import METHODS
+    from attrbench.plugin.registry import METHODS
 
     adapter = tiny_models[("tiny-gpt2", "float32")]
     ids = adapter.tokenizer(" is are")["input_ids"]
@@ -141,7 +141,7 @@ def test_headless_model_takes_row_targets_only(tmp_path):
     model.bert.save_pretrained(tmp_path)  # the encoder without its masked-LM head
     tok.save_pretrained(tmp_path)
     adapter = load_model(str(tmp_path))
-    from attrbench.registry import METHODS
+    from attrbench.plugin.registry import METHODS
 
     result = METHODS.get("alti")(adapter, ["a wonderful film"], target="position:2")[0]
     assert result.meta["row"] == 2 and result.meta["index"] is None
@@ -168,9 +168,9 @@ def test_user_text_in_an_error_stays_one_line(capsys):
 
 
 def test_planner_validates_every_target_before_any_unit_runs(tiny_models):
-    from attrbench.datasets import Example
-    from attrbench.planning import plan_units, select_methods
-    from attrbench.registry import EVALS
+    from attrbench.datasets.base import Example
+    from attrbench.plugin.registry import EVALS
+    from attrbench.runtime.plan import plan_units, select_methods
 
     adapter = tiny_models[("tiny-gpt2", "float32")]
     methods, named = select_methods(adapter, ["alti"])

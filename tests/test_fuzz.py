@@ -27,8 +27,8 @@ from hypothesis import strategies as st
 
 from attrbench.cli import main
 from attrbench.models.tiny import VOCAB, build_tiny
-from attrbench.registry import EVALS, METHODS
-from attrbench.targets import KINDS, Target
+from attrbench.ops.targets import KINDS, Target
+from attrbench.plugin.registry import EVALS, METHODS
 
 EXAMPLES = int(os.environ.get("ATTRBENCH_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -37,7 +37,7 @@ FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
 OUTCOMES: dict[str, Counter] = defaultdict(Counter)  # surface -> {"ok": k, "error": k}
 MESSAGES: dict[str, Counter] = defaultdict(Counter)  # surface -> {error message start: k}
 
-DATA = Path(__file__).resolve().parents[1] / "attrbench" / "data"
+DATA = Path(__file__).resolve().parents[1] / "attrbench" / "datasets" / "data"
 MODELS = ["tiny-bert", "tiny-roberta", "tiny-distilbert", "tiny-gpt2", "tiny-opt", "tiny-llama"]
 SCORE_METHODS = sorted(m.name for m in METHODS.all() if m.output == "scores")
 MAP_METHODS = sorted(m.name for m in METHODS.all() if m.output == "maps")
@@ -201,7 +201,7 @@ def test_fuzz_eval(tmp_path_factory, classifier, model, dataset, evals, methods,
 def _attribution_lines(seed: int) -> list[str]:
     """Well-formed external attributions for tiny-bert on sva-generated (computed by attrbench itself)."""
     from attrbench import load_model
-    from attrbench.datasets import examples_for, sample
+    from attrbench.datasets.lookup import examples_for, sample
 
     adapter = load_model("tiny-bert")
     examples = sample(examples_for(adapter, "sva-generated")[0], 3, seed)
@@ -467,12 +467,12 @@ def test_fuzz_own_data_files(tmp_path_factory, classifier, rows, fmt, damage, mo
 
 def test_fuzz_invariant_catches_a_traceback(monkeypatch):
     """The harness itself can fail: a bad input that raises a plain exception is reported, not passed."""
-    import attrbench.targets
+    import attrbench.ops.targets
 
     def broken(text):
         raise ValueError("deliberate")
 
-    monkeypatch.setattr(attrbench.targets.Target, "parse", classmethod(lambda cls, text: broken(text)))
+    monkeypatch.setattr(attrbench.ops.targets.Target, "parse", classmethod(lambda cls, text: broken(text)))
     with pytest.raises(ValueError, match="deliberate"):
         run_cli("self-check", ["attribute", "--model", "tiny-bert", "--method", "grad_l2", "--text", "a film",
                                "--target", "class:9"])

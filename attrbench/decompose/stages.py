@@ -9,14 +9,13 @@ Ferrando et al. 2022; the derivations are in the README's "How it works" and in 
 from __future__ import annotations
 
 import functools
-
 from dataclasses import replace
 
 import numpy as np
 import torch
 
 from ..models.spec import LayerSpec, Linear, NormSpec
-from ..numeric import safe_divide
+from ..ops.numeric import safe_divide
 
 
 def value_vectors(spec: LayerSpec, attn_in: torch.Tensor, value_bias: str,

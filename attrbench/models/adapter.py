@@ -8,7 +8,6 @@ decomposition can be checked against it. Attention probabilities come from
 from __future__ import annotations
 
 import inspect
-
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from typing import Callable, Iterator, Optional, Sequence

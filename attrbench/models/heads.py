@@ -7,7 +7,6 @@ head class; a head not listed has no readout (the method that needs one says so)
 from __future__ import annotations
 
 import sys
-
 from dataclasses import dataclass
 from typing import Callable, Optional, Union
 

@@ -7,7 +7,6 @@ cache dir (``ATTRBENCH_CACHE`` overrides); the GGUF model is dequantised to fp32
 """
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
@@ -19,7 +18,12 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import platformdirs
+import torch
+import transformers as hf
+
 from ..errors import ModelLoadError
+from ..ops.hashing import file_sha256
 
 
 @dataclass(frozen=True)
@@ -58,17 +62,7 @@ ZOO: dict[str, ZooEntry] = {
 def cache_dir() -> Path:
     if os.environ.get("ATTRBENCH_CACHE"):
         return Path(os.environ["ATTRBENCH_CACHE"])
-    import platformdirs
-
     return Path(platformdirs.user_cache_dir("attrbench"))
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def _installed_folder(entry: ZooEntry) -> Path | None:
@@ -125,9 +119,6 @@ def model_folder(entry: ZooEntry) -> Path:
 
 
 def _dequantise_gguf(folder: Path, filename: str, out: Path) -> None:
-    import torch
-    import transformers as hf
-
     model = hf.AutoModelForCausalLM.from_pretrained(folder, gguf_file=filename, dtype=torch.float32)
     tokenizer = hf.AutoTokenizer.from_pretrained(folder, gguf_file=filename)
     model.hf_quantizer = None  # the weights are plain fp32 now: save them as such

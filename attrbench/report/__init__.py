@@ -4,8 +4,12 @@
 ``documents`` (``leaderboard.md``, ``report.html``). What each evaluation shows is declared by the
 evaluation itself; nothing here names one.
 """
-from .documents import model_line, write_report
-from .figures import FIGURES, make_figures
-from .tables import leaderboard_tables, markdown_table
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window: before any submodule imports pyplot
+
+from .documents import model_line, write_report  # noqa: E402
+from .figures import FIGURES, make_figures  # noqa: E402
+from .tables import leaderboard_tables, markdown_table  # noqa: E402
 
 __all__ = ["write_report", "model_line", "leaderboard_tables", "markdown_table", "make_figures", "FIGURES"]

@@ -1,7 +1,8 @@
 """The run's documents: ``leaderboard.md`` and a self-contained ``report.html`` with figures.
 
-Both are generated from the run's store only (``attrbench report RUN_DIR``), so a report can be
-rebuilt anywhere. An incomplete run raises instead of producing a report that looks complete.
+Both are generated from the run's store only (``attrbench report RUN_DIR``), which the report reads and
+never writes, so a report can be rebuilt anywhere. An incomplete run raises instead of producing a report
+that looks complete.
 Published numbers of the source papers are shown beside ours where they exist, marked as from
 their (different) models.
 """
@@ -12,10 +13,9 @@ import html
 import json
 from pathlib import Path
 
-from ..results import write_atomic
-from ..runs import collect
-from ..stats import RESAMPLES
-from ..store import Store
+from ..ops.stats import RESAMPLES
+from ..runtime.pipeline import collect
+from ..runtime.provenance import write_atomic
 from .figures import faithfulness_vs_cost, make_figures
 from .tables import CI_NOTE, TIER_NOTE, agreement_tables, headline_table, leaderboard_tables, markdown_table
 
@@ -52,11 +52,6 @@ def write_report(run_dir: str | Path) -> dict:
     tables = leaderboard_tables(records)
     statistics = {title: stats for title, _, _, stats in tables if stats}
     write_atomic(run_dir / "statistics.json", json.dumps(statistics, indent=1))
-    store = Store(run_dir / "store.sqlite")
-    try:
-        store.set_meta(statistics=statistics)  # the tiers and p-values beside the units they come from
-    finally:
-        store.close()
     figures = make_figures(records, run_dir / "figures")
     sections = []  # (title, table, note, figures): the headline first, then each table with its figures
     headline = headline_table(records, statistics)

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.ticker import NullFormatter
 
 from ..decompose import Decomposition
 from ..errors import InputError
-from ..plot import plot_maps, save_figure
-from ..registry import EVALS
+from ..plugin.registry import EVALS
+from .plot import plot_maps, save_figure
 from .tables import faithfulness_records, groups, short, table_title
 
 
@@ -28,7 +30,6 @@ def _ci_errors(rows: list[dict]) -> np.ndarray:
 
 def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Per metric, mean with its 95 % CI per method (or view), with published values as diamonds."""
-    import matplotlib.pyplot as plt
 
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     height = 0.35 * len({_label(r) for r in group}) + 1.6
@@ -50,7 +51,6 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
 
 def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Seconds per example against sequence length, one line per method (records with per-example rows)."""
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for r in group:
@@ -69,7 +69,6 @@ def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
 
 def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """One line per record with a flat ``per_layer`` list."""
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
     for r in group:
@@ -107,7 +106,6 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tuple[str, Path]]]:
     """Per suite: each faithfulness evaluation's primary metric against seconds per example (log axis),
     both with their CIs, the Pareto front marked. Cost is the first cost column an evaluation declares."""
-    import matplotlib.pyplot as plt
 
     out: dict[str, list[tuple[str, Path]]] = {}
     for (model, dataset), group in faithfulness_records(records).items():
@@ -123,7 +121,6 @@ def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tu
                 panels.append((eval_name, metric, evaluation.higher_is_better.get(metric, True), rows))
         if not panels:
             continue
-        from matplotlib.ticker import NullFormatter
 
         cols = min(2, len(panels))  # two a row: the figure shows at its own size in the report
         rows_n = -(-len(panels) // cols)

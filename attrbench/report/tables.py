@@ -1,9 +1,9 @@
 """Leaderboard tables of a run's records: one per (model, dataset, evaluation).
 
 Evaluations that score methods get a table in significance tiers of the evaluation's primary
-metric (``attrbench.stats.tiers``); analyses of the model get a table of their metrics with a
+metric (``attrbench.ops.stats.tiers``); analyses of the model get a table of their metrics with a
 per-layer summary. Every value is a mean with its bootstrap CI. What a table shows comes from what
-the evaluation declares (``attrbench.evaluation.Evaluation``) and from the records, never from an
+the evaluation declares (``attrbench.plugin.Evaluation``) and from the records, never from an
 evaluation's name.
 """
 from __future__ import annotations
@@ -11,9 +11,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+from scipy.stats import kendalltau
 
-from ..registry import EVALS
-from ..stats import ALPHA, LEVEL, tiers
+from ..ops.stats import ALPHA, LEVEL, tiers
+from ..plugin.registry import EVALS
 
 TIER_NOTE = (f"rank = significance tier: methods not significantly worse than the best share rank 1 (shown 1=), "
              f"then the same from the best method left (paired Wilcoxon signed-rank over the same examples, "
@@ -203,8 +204,6 @@ def headline_table(records: list[dict], statistics: dict) -> tuple[pd.DataFrame,
 
 def agreement_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]:
     """Per suite, Kendall's tau between the method rankings of each pair of faithfulness metrics."""
-    from scipy.stats import kendalltau
-
     out = []
     for (model, dataset), group in faithfulness_records(records).items():
         scores: dict[str, dict[str, float]] = {}

@@ -1,0 +1,56 @@
+"""Finding a dataset by name (a registered plugin, or a file of the user's) and sampling its examples.
+
+Sampling is seeded and every example carries a stable id (``dataset:split:row``) recorded with each result.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+from ..errors import InputError
+from ..plugin.registry import DATASETS
+from .base import Dataset, Example
+from .files import FileDataset, looks_like_file
+
+
+def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=None) -> tuple[list[Example], dict]:
+    """All examples of ``dataset`` as ``adapter`` reads them, and notes (split, skipped rows, file hash).
+
+    Texts longer than the model's positions are left out (and counted), never truncated: a cut
+    could remove the very word the target reads.
+    """
+    examples, notes = _examples(adapter, dataset, split, data_dir)
+    lengths = [len(ids) for ids in adapter.tokenizer([e.text for e in examples])["input_ids"]]
+    fits = [e for e, n in zip(examples, lengths) if n <= adapter.max_positions]
+    notes["skipped_too_long"] = len(examples) - len(fits)
+    return fits, notes
+
+
+def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[list[Example], dict]:
+    plugin = dataset_plugin(dataset)
+    return plugin.examples(adapter, split or plugin.default_split, data_dir)
+
+
+def dataset_plugin(name: str) -> Dataset:
+    """A registered dataset by name, or a local .jsonl/.csv/.tsv file (``attrbench.datasets.files``) by path."""
+    if name in DATASETS.names():
+        return DATASETS.get(name)
+    if looks_like_file(name):
+        return FileDataset(name)
+    raise InputError(f"unknown dataset '{name}'; registered: {', '.join(DATASETS.names())}; or give the path of "
+                     "a .jsonl, .csv or .tsv file (see README, \"Your own data\")")
+
+
+def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example]:
+    """A seeded sample of ``n`` examples (all when n is None or larger), in file order."""
+    if not examples:
+        raise InputError("the dataset has no usable example for this model (all skipped)")
+    if n is not None and n < 1:
+        raise InputError(f"--n {n}: the sample must hold at least one example")
+    if seed < 0:
+        raise InputError(f"--seed {seed}: the sampling seed must be 0 or more")
+    if n is None or n >= len(examples):
+        return list(examples)
+    picked = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
+    return [examples[k] for k in picked]

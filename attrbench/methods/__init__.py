@@ -1,0 +1,5 @@
+"""Built-in method plugins, one module each; the registry imports them (``attrbench.plugin.registry``).
+
+A new method is one more file here that registers itself: ``register(MyMethod)``, importing only from
+:mod:`attrbench.plugin`.
+"""

@@ -1,0 +1,57 @@
+"""Blank-out erasure: how much the target's probability moves when one token is blanked.
+
+``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``; the blank is the mask
+token (or ``blank_token``). Causal LMs have no mask token; they get a bare space token (``Ġ`` /
+``▁``) when the vocabulary has one, because their unk/eos token (``<|endoftext|>``) starts a new
+document and would wipe out the whole left context; otherwise unk, then eos. All n variants go
+through the model in batches (``batch_size``), in token-id space (never decoded and re-tokenised),
+each read at the target's row. The SVA reference of the ALTI paper.
+"""
+import numpy as np
+
+from attrbench.plugin import InputError, Method, MethodResult, Param, no_head_reason, register, target_probabilities
+
+
+class BlankOut(Method):
+    name, family, output = "blank_out", "erasure", "scores"
+    description = "|p(target) change| when each token is replaced by the mask (or a neutral) token"
+    reference = "Ferrando et al. 2022 (SVA reference); Li et al. 2016 (erasure)"
+    params = {"blank_token": Param(None, "the token put in place of each token (default: mask, bare space, unk, eos)",
+                                   kind=(str, type(None))),
+              "batch_size": Param(64, "variants per forward pass", minimum=1)}
+
+    def supports(self, adapter):
+        return no_head_reason(adapter)
+
+    def _blank_id(self, adapter) -> int:
+        tok, blank_token = adapter.tokenizer, self.get_params()["blank_token"]
+        if blank_token is not None:
+            blank = tok.convert_tokens_to_ids(blank_token)
+            if blank is None or blank == tok.unk_token_id and blank_token != tok.unk_token:
+                raise InputError(f"blank token '{blank_token}' is not in the vocabulary of '{adapter.name}'")
+            return blank
+        space = None
+        if tok.mask_token_id is None and adapter.causal:
+            vocab = tok.get_vocab()
+            space = next((vocab[s] for s in ("Ġ", "▁") if s in vocab), None)
+        for candidate in (tok.mask_token_id, space, tok.unk_token_id, tok.eos_token_id):
+            if candidate is not None:
+                return candidate
+        raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
+
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
+        batch = adapter.encode(texts, truncate=truncate)
+        blank = self._blank_id(adapter)
+        results = []
+        for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
+            ids = batch.input_ids[b, :n].tolist()
+            variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
+            probs = target_probabilities(adapter, resolved, variants, [resolved.row] * (n + 1),
+                                         self.get_params()["batch_size"])
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
+                                        {"blank_id": blank, "p_target": float(probs[0]),
+                                         "truncated": batch.truncated[b]}))
+        return results
+
+
+register(BlankOut)

@@ -1,0 +1,177 @@
+"""captum's attribution zoo at the word embeddings: one generic plugin, one short registration each.
+
+Every method explains the same score as ``grad_l2`` (the target's logit, or a logit difference for
+contrast targets) with respect to the word embeddings ``e`` that the model adds positions to. Where
+a method needs a reference input, it is the text with every non-special token replaced by the
+``baseline`` token (as for ``integrated_gradients``).
+
+Gradient methods give one value per embedding dimension, summed into a token's score:
+- Saliency: ``|∂F/∂e|`` (Simonyan et al. 2014), so a token's score is the L1 norm of its gradient.
+- DeepLift (Shrikumar et al. 2017): captum's rescale rule at the nn.Module nonlinearities it knows
+  (ReLU, Tanh, Sigmoid, Softmax modules). Transformers' GELU/SiLU activations and functional softmax
+  pass plain gradients, so on most layers it reduces to ``(e - e') · ∂F/∂e``. Its summation-to-delta
+  gap is recorded.
+- GradientShap (Lundberg & Lee 2017): expected gradients from random points between the baseline
+  (plus Gaussian noise) and the input.
+- SmoothGrad (Smilkov et al. 2017): NoiseTunnel averaging Integrated Gradients over noisy copies of
+  the embeddings. The noise's standard deviation is ``noise`` times that of the text's embedding values.
+
+Perturbation methods treat each token as one feature (all its dimensions replaced by the
+baseline's together), so a token's score is its feature's value:
+- Occlusion with a sliding ``window`` of tokens (Zeiler & Fergus 2014);
+- FeatureAblation;
+- Lime (Ribeiro et al. 2016; captum's Lasso surrogate);
+- KernelShap (Lundberg & Lee 2017); a one-token text gets its exact value F(x) - F(x');
+- ShapleyValueSampling (Castro et al. 2009; ``n_samples`` random permutations; the scores sum to
+  F(x) - F(x') up to captum's float32 accumulation).
+
+Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import torch
+
+from attrbench.plugin import BASELINE_PARAM, GradientMethod, InputError, Param, baseline_ids, captum_attr, register
+
+SEED = Param(0, "seed of the random draws (per text)", minimum=0)
+BATCH = Param(32, "perturbed copies per forward pass (bounds memory)", minimum=1)
+
+
+class _Module(torch.nn.Module):
+    """captum's DeepLift hooks an nn.Module; this one wraps the forward function around the real model."""
+
+    def __init__(self, forward, model):
+        super().__init__()
+        self.forward_fn, self.model = forward, model
+
+    def forward(self, inputs, attention_mask):
+        return self.forward_fn(inputs, attention_mask)
+
+
+class CaptumMethod(GradientMethod):
+    """One captum algorithm on the word embeddings; ``call`` runs it and returns (attributions, extra meta)."""
+
+    def __init__(self, name: str, family: str, description: str, reference: str, params: dict, call,
+                 per_token: str):
+        self.name, self.family, self.description, self.reference = name, family, description, reference
+        self.params, self.call, self.per_token = params, call, per_token
+
+    def attribute(self, forward, layer, input_ids, attention_mask, adapter):
+        values = self.get_params()
+        embeds = layer(input_ids).detach().requires_grad_()  # captum warns when it has to set this itself
+        baselines = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach() \
+            if "baseline" in values else None
+        tokens = torch.arange(input_ids.shape[1])[None, :, None].expand_as(embeds).contiguous()  # token j = feature j
+        numpy_state = np.random.get_state()  # GradientShap draws with numpy, the others with torch
+        try:
+            with torch.random.fork_rng():
+                torch.manual_seed(values.get("seed", 0))
+                np.random.seed(values.get("seed", 0))
+                attributions, meta = self.call(forward, embeds, baselines, tokens, (attention_mask,), values,
+                                               adapter)
+        finally:
+            np.random.set_state(numpy_state)
+        attributions = attributions[0].detach().double()
+        scores = attributions.sum(-1) if self.per_token == "sum" else attributions.mean(-1)
+        return scores.numpy(), meta
+
+
+def _delta(delta) -> dict:
+    return {"convergence_delta": float(delta.detach().abs().max())}
+
+
+def _saliency(forward, embeds, baselines, tokens, args, values, adapter):
+    return captum_attr().Saliency(forward).attribute(embeds, additional_forward_args=args, abs=True), {}
+
+
+def _deeplift(forward, embeds, baselines, tokens, args, values, adapter):
+    with warnings.catch_warnings():  # captum announces the hooks it sets on every call
+        warnings.filterwarnings("ignore", message="Setting forward, backward hooks")
+        attributions, delta = captum_attr().DeepLift(_Module(forward, adapter.model)).attribute(
+            embeds, baselines=baselines, additional_forward_args=args, return_convergence_delta=True)
+    return attributions, _delta(delta)
+
+
+def _gradient_shap(forward, embeds, baselines, tokens, args, values, adapter):
+    attributions, delta = captum_attr().GradientShap(forward).attribute(
+        embeds, baselines=baselines, n_samples=values["n_samples"],
+        stdevs=values["noise"] * float(embeds.detach().std()), additional_forward_args=args,
+        return_convergence_delta=True)
+    return attributions, _delta(delta)
+
+
+def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
+    attributions = captum_attr().NoiseTunnel(captum_attr().IntegratedGradients(forward)).attribute(
+        embeds, nt_type="smoothgrad", nt_samples=values["n_samples"],
+        stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines, additional_forward_args=args, n_steps=values["n_steps"],
+        method="gausslegendre")
+    return attributions, {}
+
+
+def _occlusion(forward, embeds, baselines, tokens, args, values, adapter):
+    n, window = embeds.shape[1], values["window"]
+    if window > n:
+        raise InputError(f"occlusion window of {window} tokens is longer than the text ({n} tokens): "
+                         f"set occlusion.window to at most {n}")
+    return captum_attr().Occlusion(forward).attribute(
+        embeds, sliding_window_shapes=(window, embeds.shape[2]), strides=(1, embeds.shape[2]), baselines=baselines,
+        additional_forward_args=args, perturbations_per_eval=values["batch_size"]), {}
+
+
+def _feature_ablation(forward, embeds, baselines, tokens, args, values, adapter):
+    return captum_attr().FeatureAblation(forward).attribute(
+        embeds, baselines=baselines, feature_mask=tokens, additional_forward_args=args,
+        perturbations_per_eval=values["batch_size"]), {}
+
+
+def _sampled(algorithm: str):
+    """A sampled perturbation method of captum's, by class name."""
+    def call(forward, embeds, baselines, tokens, args, values, adapter):
+        return getattr(captum_attr(), algorithm)(forward).attribute(
+            embeds, baselines=baselines, feature_mask=tokens, additional_forward_args=args,
+            n_samples=values["n_samples"], perturbations_per_eval=values["batch_size"]), {}
+    return call
+
+
+def _kernel_shap(forward, embeds, baselines, tokens, args, values, adapter):
+    if embeds.shape[1] == 1:  # captum's coalition sampler needs two features; one player's value is exact
+        return _feature_ablation(forward, embeds, baselines, tokens, args, values, adapter)
+    return _sampled("KernelShap")(forward, embeds, baselines, tokens, args, values, adapter)
+
+
+def _register(name, family, description, reference, call, per_token="sum", **params):
+    register(CaptumMethod(name, family, description, reference, params, call, per_token))
+
+
+_register("saliency", "gradient", "|gradient| at the word embeddings, summed per token (captum Saliency)",
+          "Simonyan et al. 2014", _saliency)
+_register("deeplift", "gradient", "DeepLift rescale rule against the baseline text (captum DeepLift)",
+          "Shrikumar et al. 2017", _deeplift, baseline=BASELINE_PARAM)
+_register("gradient_shap", "gradient", "expected gradients between noisy baselines and the input (captum)",
+          "Lundberg & Lee 2017", _gradient_shap, baseline=BASELINE_PARAM,
+          n_samples=Param(20, "random points on the baseline-input paths", minimum=1),
+          noise=Param(0.0, "noise added to the baseline, as a fraction of the embeddings' std", minimum=0.0),
+          seed=SEED)
+_register("smooth_grad", "gradient", "Integrated Gradients averaged over noisy embeddings (captum NoiseTunnel)",
+          "Smilkov et al. 2017", _smooth_grad, baseline=BASELINE_PARAM,
+          n_samples=Param(8, "noisy copies averaged", minimum=1),
+          noise=Param(0.1, "noise std as a fraction of the embeddings' std", minimum=0.0),
+          n_steps=Param(16, "Gauss-Legendre steps of each Integrated Gradients", minimum=1), seed=SEED)
+_register("occlusion", "perturbation", "output change when a window of tokens is replaced by the baseline",
+          "Zeiler & Fergus 2014", _occlusion, per_token="mean", baseline=BASELINE_PARAM,
+          window=Param(1, "tokens occluded together (sliding, stride 1)", minimum=1), batch_size=BATCH)
+_register("feature_ablation", "perturbation", "output change when each token is replaced by the baseline",
+          "captum FeatureAblation", _feature_ablation, per_token="mean", baseline=BASELINE_PARAM, batch_size=BATCH)
+_register("lime", "perturbation", "Lasso surrogate fitted to random token ablations (captum Lime)",
+          "Ribeiro et al. 2016", _sampled("Lime"), per_token="mean", baseline=BASELINE_PARAM,
+          n_samples=Param(200, "random ablations the surrogate is fitted to", minimum=1), batch_size=BATCH,
+          seed=SEED)
+_register("kernel_shap", "perturbation", "Shapley values by weighted linear regression (captum KernelShap)",
+          "Lundberg & Lee 2017", _kernel_shap, per_token="mean", baseline=BASELINE_PARAM,
+          n_samples=Param(200, "random coalitions", minimum=1), batch_size=BATCH, seed=SEED)
+_register("shapley_sampling", "perturbation", "Shapley values from random token permutations (captum)",
+          "Castro et al. 2009", _sampled("ShapleyValueSampling"), per_token="mean", baseline=BASELINE_PARAM,
+          n_samples=Param(25, "random permutations", minimum=1), batch_size=BATCH, seed=SEED)

@@ -1,0 +1,1 @@
+"""The task models: fine-tuned here on the shipped data (``tasks``)."""

@@ -1,0 +1,151 @@
+"""The one call shape every method plugin has (like captum's ``Attribution`` base class).
+
+``method(adapter, texts, target=..., layers=..., truncate=...) -> list[MethodResult]``, one result
+per text. Hyperparameters (steps, samples, baselines, value bias, FF split) are not call arguments:
+each method declares them (``params``) and ``method.with_params(...)`` gives a configured copy, as
+in scikit-learn; every result records them. ``output`` says what ``values`` holds: ``"maps"``
+(layers, n, n) token-to-token maps, or ``"scores"`` (n,) input attributions for the target.
+``supports(adapter)`` says why a method cannot run on a model (``None`` when it can).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+import numpy as np
+
+from ..decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
+from ..decompose.layout import ALL_FF_SCOPES
+from ..errors import InputError, MethodError
+from ..models import TransformerAdapter
+from ..ops.aggregate import rollout, row_normalise, with_identity
+from ..ops.targets import ResolvedTarget, Target, resolve_text
+from .params import Configurable, Param
+
+VALUE_BIAS_PARAM = Param("token", "where the value bias b_V goes: each token's part (token) or the bias term (bias)",
+                         choices=VALUE_BIAS)
+FF_PARAMS = {"ff_attribution": Param("ig", "how the FF activation is split over tokens", choices=FF_ATTRIBUTIONS),
+             "shapley_samples": Param(256, "permutations / evaluations of the sampled Shapley splits", minimum=1)}
+
+
+@dataclass
+class MethodResult:
+    method: str
+    model: str
+    tokens: list[str]
+    values: np.ndarray  # "maps": (layers, n, n), [l, i, j] = contribution of token j to i; "scores": (n,)
+    residual: Optional[float]  # max relative completeness residual, for methods that claim it
+    meta: dict = field(default_factory=dict)  # target (resolved), params, dtype, truncated, ...
+
+    def to_json(self) -> dict:
+        """``scores`` (n,) for input attributions, ``maps`` (layers, n, n) for token-to-token maps."""
+        kind = "scores" if self.values.ndim == 1 else "maps"
+        return {"method": self.method, "model": self.model, "tokens": self.tokens, kind: self.values.tolist(),
+                "residual": self.residual, **self.meta}
+
+
+class Method(Configurable):
+    """Base class. Subclasses set ``family``, ``description``, ``output``, ``complete``, ``reference``, ``params``."""
+
+    kind = "method"
+    family: str = ""
+    description: str = ""
+    output: str = "maps"
+    complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
+    reference: str = ""
+
+    def supports(self, adapter: TransformerAdapter) -> Optional[str]:
+        return None
+
+    def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
+                 target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
+                 truncate: bool = False) -> list[MethodResult]:
+        reason = self.supports(adapter)
+        if reason:
+            raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
+        texts = [texts] if isinstance(texts, str) else list(texts)
+        target = target if isinstance(target, Target) else Target.parse(target)
+        batch = adapter.encode(texts, truncate=truncate)  # the same tokens every method sees
+        targets = [resolve_text(adapter, batch.input_ids[b, :n].tolist(), target)  # before any method runs
+                   for b, n in enumerate(batch.lengths)]
+        results = self.run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
+        params = self.get_params()
+        for text, tokens, resolved, result in zip(texts, batch.tokens, targets, results, strict=True):
+            shape = (len(tokens),) if self.output == "scores" else (len(result.values), len(tokens), len(tokens))
+            if result.tokens != tokens or result.values.shape != shape:
+                raise MethodError(f"method '{self.name}' gave values of shape {result.values.shape} for the "
+                                  f"{len(tokens)} tokens of '{text[:40]}'; it is broken, report it")
+            if not np.isfinite(result.values).all():
+                raise MethodError(f"method '{self.name}' gave non-finite values on '{text[:40]}' in "
+                                  f"{adapter.dtype}: try --dtype float64")
+            result.meta.update(resolved.meta())
+            result.meta["params"] = params
+        return results
+
+    def run(self, adapter, texts, *, targets: list[ResolvedTarget], layers, truncate) -> list[MethodResult]:
+        """One result per text; ``targets[k]`` is text k's target, already validated against the model."""
+        raise NotImplementedError
+
+
+class ScopeMap(Method):
+    """The n x n map of one decomposition scope of the engine, per layer."""
+
+    def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
+        self.name, self.scope, self.family = scope, scope, family
+        self.description, self.complete, self.reference = description, complete, reference
+        self.params = ({} if scope == "attn_w" else {"value_bias": VALUE_BIAS_PARAM}) | (
+            FF_PARAMS if scope in ALL_FF_SCOPES else {})
+
+    def supports(self, adapter: TransformerAdapter) -> Optional[str]:
+        layout = layout_for(adapter.norm_first)
+        if self.scope in layout.scopes:
+            return None
+        return f"scope '{self.scope}' does not exist in a {layout.kind} model; see `attrbench methods`"
+
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
+        results = decompose(adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
+                            **self.get_params())
+        return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
+                             {"layers": d.layers, "dtype": d.dtype, "truncated": d.truncated})
+                for d in results]
+
+
+class Rollout(Method):
+    """Input attribution: per-layer maps, row-normalised, multiplied across all layers; the target's row.
+
+    ``source(layout)`` gives what each layer contributes: a scope of the engine, or a
+    :class:`DerivedMap` the engine computes from a scope's parts in the same pass. ``identity`` adds
+    the residual as attention rollout does (``0.5 A + 0.5 I``). ``uses_values``: the maps depend on
+    the value vectors (so on where b_V goes); ``through_ff``: on how the FF activation is split.
+    """
+
+    output = "scores"
+
+    def __init__(self, name: str, source: Callable[[Layout], str | DerivedMap], family: str, description: str,
+                 reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False,
+                 aggregate_params: Optional[dict[str, Param]] = None):
+        self.name, self.family, self.description, self.reference = name, family, description, reference
+        self.source, self.identity = source, identity
+        self.decompose_params = ({"value_bias": VALUE_BIAS_PARAM} if uses_values else {}) | (
+            FF_PARAMS if through_ff else {})
+        self.params = self.decompose_params | (aggregate_params or {})  # the latter: for ``aggregate``
+
+    def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
+        if layers is not None:
+            raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
+        source = self.source(layout_for(adapter.norm_first))
+        derived = [source] if isinstance(source, DerivedMap) else []
+        key = source.name if derived else source
+        results = []
+        options = {k: v for k, v in self.get_params().items() if k in self.decompose_params}
+        for dec, resolved in zip(decompose(adapter, texts, scopes=[source.reads if derived else source],
+                                           derived=derived, truncate=truncate, **options), targets):
+            per_layer = dec.maps[key].astype(np.float64)
+            per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
+            results.append(MethodResult(self.name, adapter.name, dec.tokens, self.aggregate(per_layer, resolved.row),
+                                        None, {"source": key, "dtype": dec.dtype, "truncated": dec.truncated}))
+        return results
+
+    def aggregate(self, per_layer: np.ndarray, row: int) -> np.ndarray:
+        """The input attribution of output token ``row`` from the (L, n, n) row-normalised maps: rollout."""
+        return rollout(per_layer)[row]

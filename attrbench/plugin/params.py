@@ -1,0 +1,77 @@
+"""Hyperparameters declared in one place, like scikit-learn's ``get_params()``.
+
+A method or evaluation declares ``params = {"n_steps": Param(50, "...", minimum=1), ...}``; its
+current values are attributes of the instance. ``with_params(**values)`` gives a checked copy (an
+unknown name or a bad value is a one-line error naming what is allowed), ``get_params()`` the
+values, and ``key`` a stable text identity of the plugin and its values. That identity is part of a
+leaderboard unit's key and of the memo cache's key, and every result records the values, so results
+computed with other parameters are never mixed with these.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, ClassVar, Optional
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class Param:
+    default: Any
+    help: str
+    kind: Optional[type | tuple[type, ...]] = None  # default: the type of ``default``
+    choices: Optional[tuple] = None
+    minimum: Optional[float] = None
+
+    def check(self, owner: str, name: str, value: Any) -> Any:
+        kinds = self.kind or type(self.default)
+        kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+        if float in kinds and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            names = " or ".join("none" if k is type(None) else k.__name__ for k in kinds)
+            raise InputError(f"{owner} parameter '{name}' must be {names}, not {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise InputError(f"{owner} parameter '{name}' is {value!r}; allowed: {', '.join(map(str, self.choices))}")
+        if self.minimum is not None and value is not None and value < self.minimum:
+            raise InputError(f"{owner} parameter '{name}' is {value!r}; it must be at least {self.minimum:g}")
+        return value
+
+
+class Configurable:
+    """Base of methods and evaluations: a name and declared hyperparameters."""
+
+    name: str = ""
+    kind: ClassVar[str] = "plugin"  # "method" or "evaluation", for messages
+    params: dict[str, Param] = {}
+
+    def __getattr__(self, name: str):  # a parameter not set on the instance reads as its default
+        params = self.__dict__.get("params", type(self).params)  # plugins built from one class declare their own
+        if not name.startswith("__") and name in params:
+            return params[name].default
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def get_params(self) -> dict:
+        return {name: getattr(self, name, param.default) for name, param in self.params.items()}
+
+    def with_params(self, **values) -> "Configurable":
+        """A copy with these parameter values (checked); the instance itself is left as it is."""
+        owner = f"{self.kind} '{self.name}'"
+        for name in values:
+            if name not in self.params:
+                allowed = ", ".join(self.params) or "none"
+                raise InputError(f"{owner} has no parameter '{name}'; its parameters: {allowed}")
+        clone = copy.copy(self)
+        for name, value in values.items():
+            setattr(clone, name, self.params[name].check(owner, name, value))
+        return clone
+
+    @property
+    def key(self) -> str:
+        return params_key(self.name, self.get_params())
+
+
+def params_key(name: str, values: dict) -> str:
+    """``name`` or ``name(k=v,...)``: a plugin with its parameter values, stable across runs."""
+    return name + ("(" + ",".join(f"{k}={values[k]}" for k in sorted(values)) + ")" if values else "")

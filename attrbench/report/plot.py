@@ -1,0 +1,77 @@
+"""Figures: side-by-side heatmaps of one layer's maps (as Kobayashi et al. 2024, Fig. 9-10)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+import numpy as np
+
+from ..decompose import Decomposition
+from ..errors import InputError
+
+
+def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
+              scopes: Sequence[str] | None = None, title: str | None = None) -> Path:
+    """Write a PNG with one heatmap per scope for ``layer`` (default: the last decomposed layer)."""
+    layer = dec.layers[-1] if layer is None else layer % (max(dec.layers) + 1)
+    if layer not in dec.layers:
+        raise InputError(f"layer {layer} was not decomposed; decomposed layers: {dec.layers}")
+    scopes = list(scopes or dec.maps)
+    missing = [s for s in scopes if s not in dec.maps]
+    if missing:
+        raise InputError(f"scope(s) {', '.join(missing)} not decomposed; have {', '.join(dec.maps)}")
+    index = dec.layers.index(layer)
+    n = len(dec.tokens)
+    # Two panels a row, sized so the figure shows at its own size in a page ~1,200 px wide (110 dpi):
+    # labels keep the font size they were drawn with (tested in the report by headless Chromium).
+    cols = min(2, len(scopes))
+    rows = -(-len(scopes) // cols)
+    size = 5.3
+    label_pt = float(np.clip(0.8 * 72 * (size - 1.6) / n, 4.5, 9))  # one label per cell, never overlapping
+    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.3) * rows + 0.5), squeeze=False)
+    labels = [t.replace("Ġ", "_") for t in dec.tokens]
+    for ax in axes.flat[len(scopes):]:
+        ax.axis("off")
+    for ax, scope in zip(axes.flat, scopes):
+        data = dec.maps[scope][index]
+        im = ax.imshow(data, cmap="Reds", vmin=0, vmax=float(np.max(data)) or 1.0)
+        residual = dec.residuals.get(scope)
+        ax.set_title(scope + ("" if residual is None else f"\nresidual {residual:.0e}"), fontsize=9)
+        ax.set_xticks(range(n), labels, rotation=90, fontsize=label_pt)
+        ax.set_yticks(range(n), labels, fontsize=label_pt)
+        ax.set_xlabel("input token j", fontsize=8)
+        fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    for row in axes:
+        row[0].set_ylabel("output token i", fontsize=8)
+    return save_figure(fig, path, title or f"{dec.model} — layer {layer} ({dec.dtype}, value bias: {dec.value_bias})")
+
+
+def save_figure(fig, path: str | Path, title: str) -> Path:
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str | Path,
+                title: str | None = None) -> Path:
+    """Token-saliency strips, one row per method (each row scaled to its own maximum |score|)."""
+    labels = [t.replace("Ġ", "_") for t in tokens]
+    names = list(scores)
+    fig, axes = plt.subplots(len(names), 1, figsize=(max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9),
+                             squeeze=False)
+    for ax, name in zip(axes[:, 0], names):
+        values = np.asarray(scores[name], dtype=float)
+        scale = float(np.abs(values).max()) or 1.0
+        ax.imshow(values[None, :] / scale, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto")
+        for j, v in enumerate(values):
+            ax.text(j, 0, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                    color="white" if abs(v) / scale > 0.6 else "black")
+        ax.set_yticks([0], [name], fontsize=8)
+        ax.set_xticks([])
+    axes[-1, 0].set_xticks(range(len(tokens)), labels, rotation=60, fontsize=8)
+    return save_figure(fig, path, title or "input attributions")

@@ -1,0 +1,90 @@
+import numpy as np
+import pytest
+
+from attrbench.datasets.agreement import sva_split
+from attrbench.datasets.lookup import examples_for, sample
+from attrbench.datasets.readers import read_sst2, read_sva
+from attrbench.errors import InputError
+from attrbench.plugin.registry import DATASETS
+
+
+def test_shipped_files_read_in_full():
+    assert len(read_sst2("train")) == 67349 and len(read_sst2("dev")) == 872 and len(read_sst2("test")) == 1821
+    assert sum(r["label"] for r in read_sst2("dev")) == 444
+    linzen = read_sva("sva-linzen")
+    assert len(linzen) == 7489 and len(read_sva("sva-generated")) == 410
+    assert all(r["words"][r["verb_index"]] == r["correct"] for r in linzen)
+    assert np.bincount([r["n_attractors"] for r in linzen]).tolist() == [1972, 1957, 1943, 1287, 330]
+
+
+def test_probe_split_is_seeded_disjoint_70_15_15():
+    split = sva_split(7489)
+    sizes = {k: len(v) for k, v in split.items()}
+    assert sizes == {"train": 5242, "val": 1124, "test": 1123}
+    joined = np.concatenate(list(split.values()))
+    assert len(np.unique(joined)) == 7489
+    assert all((a == b).all() for a, b in zip(split.values(), sva_split(7489).values()))
+
+
+def test_sample_is_seeded_and_records_ids(tiny_models):
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    examples, notes = examples_for(adapter, "sva-generated")
+    a, b, c = sample(examples, 5, 1), sample(examples, 5, 1), sample(examples, 5, 2)
+    assert [e.id for e in a] == [e.id for e in b] != [e.id for e in c]
+    assert len({e.id for e in examples}) == len(examples)
+    with pytest.raises(InputError, match="at least one"):
+        sample(examples, 0, 0)
+
+
+def test_causal_lm_reads_left_context_with_contrast_target(tiny_models):
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    examples, notes = examples_for(adapter, "sva-linzen")
+    rows = {r["row"]: r for r in read_sva("sva-linzen")}
+    assert notes["skipped_multi_token_or_empty"] > 0  # the tiny vocabulary lacks most verbs
+    for e in examples[:20]:
+        r = rows[int(e.id.split(":")[1])]
+        assert e.text == " ".join(r["words"][:r["verb_index"]])
+        assert e.target == f"contrast:{r['correct']}/{r['wrong']}"
+
+
+def test_probe_reads_masked_held_out_split(task_models):
+    adapter = task_models["sva"]
+    examples, notes = examples_for(adapter, "sva-linzen")
+    assert notes["split"] == "test" and len(examples) + notes["skipped_too_long"] == 1123
+    assert all("[MASK]" in e.text and e.target in ("class:0", "class:1") for e in examples)
+    held_out = set(sva_split(7489)["test"].tolist())
+    assert all(int(e.id.split(":")[1]) in held_out for e in examples)
+
+
+def test_texts_longer_than_the_model_are_left_out_not_cut(tiny_models):
+    adapter = tiny_models[("tiny-bert", "float32")]  # whole masked sentences, 64 positions
+    examples, notes = examples_for(adapter, "sva-generated")
+    assert notes["skipped_too_long"] > 0
+    assert max(len(adapter.tokenizer(e.text)["input_ids"]) for e in examples) <= adapter.max_positions
+
+
+def test_malformed_files_name_the_line(tmp_path):
+    (tmp_path / "sst2").mkdir()
+    (tmp_path / "sst2" / "dev.tsv").write_text("sentence\tlabel\ngood film \t1\nbad film \t7\n")
+    with pytest.raises(InputError, match=r"line 3: label '7' is not one of \[0, 1\]"):
+        read_sst2("dev", tmp_path)
+    (tmp_path / "sst2" / "dev.tsv").write_text("sentence\tlabel\ngood film \t1\tx\n")
+    with pytest.raises(InputError, match="line 2: 3 tab-separated fields, expected 2"):
+        read_sst2("dev", tmp_path)
+    with pytest.raises(InputError, match="missing; reinstall attrbench or point --data-dir"):
+        read_sst2("train", tmp_path)
+    (tmp_path / "sva").mkdir()
+    header = "n_attractors\torig_sentence\tmasked_sentence\tcorrect_verb\twrong_verb\tverb_index\tcorrect_is_singular\n"
+    (tmp_path / "sva" / "generated_en.tsv").write_text(header + "0\tthe dog runs\tthe dog ***mask***\truns\trun\t1\t1\n")
+    with pytest.raises(InputError, match="line 2: verb_index 1 does not point at the verb 'runs'"):
+        read_sva("sva-generated", tmp_path)
+
+
+def test_dataset_needs_a_matching_head(tiny_models, task_models):
+    with pytest.raises(InputError, match="sst2 needs a binary sentiment classifier.*use minilm-l6-sst2"):
+        examples_for(tiny_models[("tiny-gpt2", "float32")], "sst2")
+    with pytest.raises(InputError, match="needs a verb-number probe, a masked LM or a causal LM"):
+        examples_for(task_models["sst2"], "sva-linzen")
+    with pytest.raises(InputError, match="unknown dataset 'imdb'; registered: sst2.*or give the path of a .jsonl"):
+        examples_for(task_models["sst2"], "imdb")
+    assert set(DATASETS.names()) == {"sst2", "sva-linzen", "sva-generated"}

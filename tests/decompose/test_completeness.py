@@ -1,0 +1,119 @@
+"""Every scope of every architecture reconstructs the real forward pass (README "How it works")."""
+import pytest
+import torch
+import transformers as hf
+
+import attrbench
+from attrbench.decompose import scopes_for
+from attrbench.models import TransformerAdapter
+from attrbench.models.tiny import TINY_MODELS, build_tiny, randomise, tiny_tokenizer
+from tests.conftest import TEXTS
+
+# Scopes that lie after a norm the HF model computes in float32 even in a float64 run.
+AFTER_FP32_NORM = {"atb_ln", "atb_ln_ff", "atb_ln_ff_res"}
+
+
+def _limit(adapter, scope, value_bias, dtype):
+    if dtype == "float32":
+        return 1e-5
+    internals = adapter.architecture.float32_internals
+    if "RMSNorm" in internals and scope in AFTER_FP32_NORM:
+        return 1e-6  # the model's own RMSNorm rounds to float32
+    if "softmax" in internals and value_bias == "bias":
+        return 1e-6  # b_V moved to the bias assumes rows summing to 1; the model's fp32 softmax does ~1e-8
+    return 1e-10
+
+
+@pytest.mark.parametrize("value_bias", ["token", "bias"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_every_scope_is_complete(tiny_models, name, dtype, value_bias):
+    adapter = tiny_models[(name, dtype)]
+    for dec in attrbench.decompose(adapter, TEXTS, value_bias=value_bias, tolerance=1.0):
+        assert set(dec.residuals) == set(scopes_for(adapter.norm_first)) - {"attn_w"}
+        for scope, residual in dec.residuals.items():
+            assert residual <= _limit(adapter, scope, value_bias, dtype), (scope, residual)
+
+
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_whole_layer_parts_sum_to_hf_hidden_states(tiny_models, name):
+    """Independent of the engine's hooks: compare with HF's own output_hidden_states."""
+    adapter = tiny_models[(name, "float64")]
+    whole = scopes_for(adapter.norm_first)[-1]
+    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=[whole], keep_parts=True)[0]
+    batch = adapter.encode(TEXTS[:1])
+    with torch.no_grad():
+        hidden = adapter.model.base_model(input_ids=batch.input_ids, output_hidden_states=True).hidden_states
+    last = adapter.n_layers - (1 if adapter.norm_first else 0)  # decoders norm the last hidden state
+    for layer in range(last):
+        parts, bias = dec.parts[layer][whole]
+        rebuilt = parts.sum(1) + bias
+        assert torch.allclose(rebuilt, hidden[layer + 1][0], rtol=0, atol=1e-6 * hidden[layer + 1].abs().max())
+        maps = torch.linalg.vector_norm(parts, dim=-1).numpy()
+        assert abs(maps - dec.maps[whole][layer]).max() < 1e-12
+
+
+def _adapter_from_config(config, name):
+    torch.manual_seed(0)
+    model = hf.AutoModelForCausalLM.from_config(config, attn_implementation="eager")
+    return TransformerAdapter(randomise(model).double(), tiny_tokenizer(encoder=False), name)
+
+
+@pytest.mark.parametrize("kind", ["mistral", "qwen2"])
+def test_llama_family_variants(kind):
+    """Qwen2 adds q/k/v biases; Mistral is LLaMA-shaped. Both read by the same adapter."""
+    cls = {"mistral": hf.MistralConfig, "qwen2": hf.Qwen2Config}[kind]
+    config = cls(vocab_size=200, hidden_size=32, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                 intermediate_size=48, max_position_embeddings=64)
+    adapter = _adapter_from_config(config, f"tiny-{kind}")
+    token = attrbench.decompose(adapter, TEXTS, value_bias="token")[0]
+    assert token.residuals["atb"] < 1e-10 and max(token.residuals.values()) < 1e-6
+    bias = attrbench.decompose(adapter, TEXTS, value_bias="bias")[0]  # fp32 softmax rows sum to 1 +- 1e-8
+    assert max(bias.residuals.values()) < 1e-6
+
+
+def test_post_ln_opt():
+    """OPT with do_layer_norm_before=False (as opt-350m) is decomposed with the Post-LN scopes."""
+    model, tok = build_tiny("tiny-opt", {"do_layer_norm_before": False})
+    adapter = TransformerAdapter(model.double(), tok, "tiny-opt-postln")
+    dec = attrbench.decompose(adapter, TEXTS)[0]
+    assert "atb_ff_res_ln" in dec.maps and max(dec.residuals.values()) < 1e-10
+
+
+def test_printed_res2_form_is_not_complete(tiny_models):
+    """The paper's printed RES2 (Eq. 53/57: only F_i(x_i) added at j = i) misses the forward pass."""
+    adapter = tiny_models[("tiny-bert", "float64")]
+    dec = attrbench.decompose(adapter, TEXTS[:1], scopes=["atb", "atb_ff", "atb_ff_res"], keep_parts=True)[0]
+    (atb, atb_bias), (ff, ff_bias), (res, res_bias) = (dec.parts[0][s] for s in ("atb", "atb_ff", "atb_ff_res"))
+    printed = ff.clone()
+    idx = torch.arange(len(atb))
+    printed[idx, idx] += atb[idx, idx]
+    real = res.sum(1) + res_bias
+    assert ((printed.sum(1) + ff_bias + atb_bias - real).norm(dim=-1) / real.norm(dim=-1)).max() > 1e-2
+    assert ((ff + atb).sum(1) + ff_bias + atb_bias - real).abs().max() < 1e-10
+
+
+def test_value_bias_modes_differ_but_both_complete(tiny_models):
+    adapter = tiny_models[("tiny-bert", "float64")]
+    token, bias = (attrbench.decompose(adapter, TEXTS[:1], scopes=["attn_n"], value_bias=vb)[0]
+                   for vb in ("token", "bias"))
+    assert abs(token.maps["attn_n"] - bias.maps["attn_n"]).max() > 1e-3
+    assert token.value_bias == "token" and bias.value_bias == "bias"
+
+
+def test_batch_equals_single_float64(tiny_models):
+    for name in TINY_MODELS:
+        adapter = tiny_models[(name, "float64")]
+        batched = attrbench.decompose(adapter, TEXTS)
+        for text, dec in zip(TEXTS, batched):
+            single = attrbench.decompose(adapter, [text])[0]
+            for scope in dec.maps:
+                assert abs(single.maps[scope] - dec.maps[scope]).max() < 1e-12, (name, scope)
+
+
+def test_row_chunking_does_not_change_maps(tiny_models):
+    adapter = tiny_models[("tiny-llama", "float64")]
+    whole = attrbench.decompose(adapter, TEXTS[:1])[0]
+    chunked = attrbench.decompose(adapter, TEXTS[:1], chunk_bytes=1)[0]  # one row per chunk
+    for scope in whole.maps:
+        assert abs(whole.maps[scope] - chunked.maps[scope]).max() < 1e-13

@@ -1,0 +1,132 @@
+"""AttnLRP equals lxt 2.1 (GPT-2, LLaMA) and conserves relevance exactly once every sink is counted.
+
+lxt patches transformers' classes, so it runs in its own process (``lxt_reference.py``, which says what it
+works around to run on transformers 5). lxt has no OPT map, and its BERT file is a copy of transformers 4's
+that cannot be imported; there, and everywhere, the conservation check stands: in float64, the explained
+logit equals the relevance of the word embeddings, plus that of the other embeddings (positions, token
+types) and of every bias, plus what each softmax does not conserve (the paper's softmax rule is not
+conservative): half the relevance of the attention weights minus what reaches the queries and keys.
+"""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import attrbench.methods.attn_lrp as attn_lrp_module
+from attrbench.errors import InputError
+from attrbench.methods.attn_lrp import attn_lrp_rules
+from attrbench.models import load_model
+from attrbench.models.tiny import TINY_MODELS
+from attrbench.ops.targets import resolve_text
+from attrbench.plugin.registry import METHODS
+
+TEXT = "the keys to the cabinet are on the table"
+ATTN_LRP = METHODS.get("attn_lrp")
+
+
+def _text(adapter):
+    return TEXT if adapter.causal else TEXT.replace("are", adapter.tokenizer.mask_token)
+
+
+def _lxt(name, ids, index, contrast):
+    script = Path(__file__).with_name("lxt_reference.py")
+    out = subprocess.run([sys.executable, str(script), name, json.dumps(ids), str(index), str(contrast)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama"])
+def test_equals_lxt(name):
+    adapter = load_model(name, "float64")
+    result = ATTN_LRP(adapter, TEXT, target="contrast:are/is")[0]
+    theirs = _lxt(name, adapter.encode([TEXT]).input_ids[0].tolist(), result.meta["index"],
+                  result.meta["contrast_index"])
+    # lxt's identity rule divides by x + 1e-10; LLaMA's RMSNorm runs in float32 inside HF
+    np.testing.assert_allclose(result.values, theirs, rtol=1e-6, atol=1e-7 if name == "tiny-llama" else 1e-9)
+
+
+def test_lxt_comparison_fails_with_a_wrong_rule(monkeypatch):
+    adapter = load_model("tiny-gpt2", "float64")
+    expected = ATTN_LRP(adapter, TEXT, target="contrast:are/is")[0]
+    theirs = _lxt("tiny-gpt2", adapter.encode([TEXT]).input_ids[0].tolist(), expected.meta["index"],
+                  expected.meta["contrast_index"])
+    original = attn_lrp_module._scale_columns
+    # queries and keys at 1/2 instead of 1/4: the uniform rule of A V forgotten
+    monkeypatch.setattr(attn_lrp_module, "_scale_columns",
+                        lambda width, scales, like: original(width, [(c, 0.5) for c, _ in scales], like))
+    wrong = ATTN_LRP(adapter, TEXT, target="contrast:are/is")[0]
+    assert np.abs(wrong.values - theirs).max() > 1e-3
+
+
+def _conservation_terms(adapter, text, target):
+    """(explained logit, word-embedding relevance, other embeddings, biases, softmax leaks), float64."""
+    model = adapter.model
+    batch = adapter.encode([text])
+    resolved = resolve_text(adapter, batch.input_ids[0].tolist(), target)
+    embeddings, projections = {}, []
+
+    def keep(store, key):
+        def hook(module, args, out):
+            out.retain_grad()
+            store[key] = out
+        return hook
+
+    handles = [m.register_forward_hook(keep(embeddings, m)) for m in model.modules()
+               if isinstance(m, torch.nn.Embedding)]
+    for spec in adapter.layers:  # registered before the rules: they see the projections' own outputs
+        for module, columns in ((spec.query_module, spec.query_columns), (spec.key_module, spec.key_columns)):
+            store = {}
+            handles.append(module.register_forward_hook(keep(store, "out")))
+            projections.append((store, columns))
+    model.zero_grad()
+    try:
+        with attn_lrp_rules(adapter):
+            out = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask, output_attentions=True)
+            for weights in out.attentions:
+                weights.retain_grad()
+            logit = resolved.logit(out.logits)[0]
+            logit.backward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    word = model.get_input_embeddings()
+    relevance = {m: float((e * e.grad).detach().sum()) for m, e in embeddings.items()}
+    biases = sum(float((p * p.grad).detach().sum()) for n, p in model.named_parameters()
+                 if n.endswith("bias") and p.grad is not None)
+    reaching_qk = sum(float((s["out"][..., c] * s["out"].grad[..., c]).detach().sum()) for s, c in projections)
+    half_of_weights = sum(float((w * w.grad).detach().sum()) for w in out.attentions) / 2
+    return (float(logit.detach()), relevance.pop(word), sum(relevance.values()), biases, half_of_weights - reaching_qk)
+
+
+@pytest.mark.parametrize("name", TINY_MODELS)
+def test_relevance_is_conserved(name):
+    adapter = load_model(name, "float64")
+    text, target = _text(adapter), "contrast:are/is"
+    logit, words, others, biases, leaks = _conservation_terms(adapter, text, target)
+    result = ATTN_LRP(adapter, text, target=target)[0]
+    assert result.values.sum() == pytest.approx(words, abs=1e-10)  # the method is the same computation
+    assert abs(words + others + biases + leaks - logit) <= 1e-6 * abs(logit)  # float64: ~1e-15 (LLaMA 2e-8)
+    assert abs(words) > 1e-3 and abs(leaks) > 1e-6  # a real test: relevance reaches the words, softmax leaks
+
+
+def test_forward_values_are_the_models_own_and_hooks_are_removed():
+    adapter = load_model("tiny-llama", "float64")
+    ids = adapter.encode([TEXT]).input_ids
+    plain = adapter.model(input_ids=ids).logits
+    with attn_lrp_rules(adapter):
+        ruled = adapter.model(input_ids=ids).logits
+    assert torch.equal(plain, ruled)
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in adapter.model.modules())
+
+
+def test_bad_input():
+    from attrbench.models import TransformerAdapter
+    from attrbench.models.tiny import tiny_classifier
+
+    with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
+        ATTN_LRP(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)

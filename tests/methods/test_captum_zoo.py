@@ -1,0 +1,122 @@
+"""captum's zoo, wired to our targets and baselines: each method against a recomputation by hand.
+
+The algorithms are captum's own; what these tests check is everything around them: that the
+input-space methods (which get word embeddings as ``inputs_embeds``) explain the same score as the
+layer methods, that a token's features are its whole embedding, that the baseline is the text with
+its non-special tokens replaced, and the sampled methods' guarantees (Shapley efficiency).
+"""
+import itertools
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from attrbench.errors import InputError
+from attrbench.models import load_model
+from attrbench.plugin.gradient import baseline_ids
+from attrbench.plugin.registry import METHODS
+
+TEXT = "the keys to the cabinet are"
+MODELS = ["tiny-bert", "tiny-llama"]
+
+
+def _setup(name):
+    adapter = load_model(name, "float64")
+    ids = adapter.encode([TEXT]).input_ids[:1]
+    result = METHODS.get("grad_l2")(adapter, [TEXT])[0]  # resolves the default target the same way
+    row, index = result.meta["row"], result.meta["index"]
+
+    def score(input_ids=None, inputs_embeds=None):
+        logits = adapter.model(input_ids=input_ids, inputs_embeds=inputs_embeds).logits
+        return logits[:, row, index] if logits.ndim == 3 else logits[:, index]
+
+    return adapter, ids, score
+
+
+def _run(adapter, method, **params):
+    return METHODS.get(method).with_params(**params)(adapter, [TEXT])[0].values
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_feature_ablation_and_occlusion_are_output_differences(name):
+    adapter, ids, score = _setup(name)
+    base = baseline_ids(adapter, ids, "pad")
+    n = ids.shape[1]
+
+    def without(tokens):
+        variant = ids.clone()
+        variant[0, list(tokens)] = base[0, list(tokens)]
+        return float((score(ids) - score(variant)).detach())
+
+    np.testing.assert_allclose(_run(adapter, "feature_ablation"), [without([j]) for j in range(n)], atol=1e-10)
+    np.testing.assert_allclose(_run(adapter, "occlusion"), [without([j]) for j in range(n)], atol=1e-10)
+    windows = {start: without([start, start + 1]) for start in range(n - 1)}  # window 2, stride 1
+    by_hand = [np.mean([windows[s] for s in (j - 1, j) if s in windows]) for j in range(n)]
+    np.testing.assert_allclose(_run(adapter, "occlusion", window=2), by_hand, atol=1e-10)
+
+
+def _exact_shapley(adapter, ids, score):
+    """Shapley values of the tokens by enumerating all coalitions (absent tokens: the baseline's)."""
+    base, n = baseline_ids(adapter, ids, "pad"), ids.shape[1]
+    value = {}
+    for mask in itertools.product([0, 1], repeat=n):
+        variant = torch.where(torch.tensor(mask, dtype=torch.bool)[None], ids, base)
+        value[mask] = float(score(variant).detach())
+    phi = np.zeros(n)
+    for mask, v in value.items():
+        for j in range(n):
+            if mask[j]:
+                continue
+            size = sum(mask)
+            with_j = mask[:j] + (1,) + mask[j + 1:]
+            phi[j] += math.factorial(size) * math.factorial(n - size - 1) / math.factorial(n) * (value[with_j] - v)
+    return phi, value[(1,) * n] - value[(0,) * n]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_shapley_sampling_is_efficient_and_near_the_exact_values(name):
+    adapter, ids, score = _setup(name)
+    exact, total = _exact_shapley(adapter, ids, score)
+    sampled = _run(adapter, "shapley_sampling", n_samples=300)
+    # every permutation sums to v(N) - v(∅); captum accumulates the sums in float32 even for float64 models
+    assert sampled.sum() == pytest.approx(total, rel=2e-6)
+    assert np.abs(sampled - exact).max() <= 0.1 * np.abs(exact).max()
+    kernel = _run(adapter, "kernel_shap", n_samples=2000)
+    assert np.abs(kernel - exact).max() <= 0.2 * np.abs(exact).max()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_gradient_methods_by_hand(name):
+    adapter, ids, score = _setup(name)
+    embed = adapter.model.get_input_embeddings()
+    e = embed(ids).detach().requires_grad_()
+    grad, = torch.autograd.grad(score(inputs_embeds=e).sum(), e)
+    np.testing.assert_allclose(_run(adapter, "saliency"), grad[0].abs().sum(-1).numpy(), rtol=1e-10, atol=1e-12)
+    # no nn.Module nonlinearity DeepLift knows is in these models: its rule is gradient x (input - baseline)
+    delta_e = (e - embed(baseline_ids(adapter, ids, "pad"))).detach()
+    np.testing.assert_allclose(_run(adapter, "deeplift"), (grad * delta_e)[0].sum(-1).numpy(), rtol=1e-8, atol=1e-10)
+    # with no noise, SmoothGrad over IG is IG; through inputs_embeds it equals the layer method
+    ig = METHODS.get("integrated_gradients").with_params(n_steps=16)(adapter, [TEXT])[0].values
+    np.testing.assert_allclose(_run(adapter, "smooth_grad", noise=0.0, n_samples=1, n_steps=16), ig,
+                               rtol=1e-8, atol=1e-10)
+    # GradientShap with no noise: IG's path integral by Monte Carlo
+    shap = _run(adapter, "gradient_shap", n_samples=4000)
+    assert np.abs(shap - ig).max() <= 0.1 * np.abs(ig).max()
+
+
+def test_bad_parameters_are_one_line_errors():
+    adapter = load_model("tiny-bert")
+    with pytest.raises(InputError, match="window of 40 tokens is longer than the text \\(8 tokens\\)"):
+        METHODS.get("occlusion").with_params(window=40)(adapter, [TEXT])
+    for method in ("lime", "kernel_shap", "shapley_sampling", "gradient_shap", "smooth_grad"):
+        with pytest.raises(InputError, match="'n_samples' is 0; it must be at least 1"):
+            METHODS.get(method).with_params(n_samples=0)
+
+def test_parameters_are_recorded_and_seeds_matter():
+    adapter = load_model("tiny-bert")
+    lime = METHODS.get("lime")
+    first = lime(adapter, [TEXT])[0]
+    assert first.meta["params"] == {"baseline": "pad", "n_samples": 200, "batch_size": 32, "seed": 0}
+    other = lime.with_params(seed=1)(adapter, [TEXT])[0]
+    assert not np.array_equal(first.values, other.values)

@@ -1,0 +1,145 @@
+"""The package's layout holds: no import cycles, plugins import only the plugin surface, listing is light.
+
+The import graph is read from the source (``ast``), every ``import`` statement included, those inside
+functions too: an edge A -> B when module A imports module B (``from X import name`` names module
+``X.name`` when that is a module, else ``X``). Importing a submodule runs its package's ``__init__``
+first, as Python does, but that is not an edge of the importer's own.
+"""
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "attrbench"
+PLUGIN_FOLDERS = ("methods", "evals", "datasets/builtin")
+# third-party packages a module may import inside a function: optional, or heavy to import when unused
+HEAVY = {"captum", "shap", "numba", "ray", "yaml", "networkx", "sklearn", "peft", "datasets", "nbclient",
+         "nbformat", "IPython", "pyarrow"}
+HEAVY_INTERNAL = {"attrbench.decompose.shapley.fused"}  # imports numba at its top
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def imports(path: Path):
+    """(node, imported module, inside a function) for every import statement of a module."""
+    name = module_name(path)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    tree = ast.parse(path.read_text())
+    local = {id(n) for f in ast.walk(tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for n in ast.walk(f) if n is not f}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                yield node, alias.name, id(node) in local
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = ".".join(parent + ([node.module] if node.module else []))
+            for alias in node.names:
+                target = f"{base}.{alias.name}"
+                yield node, target if target in MODULES else base, id(node) in local
+
+
+def graph() -> dict[str, set[str]]:
+    return {name: {target for _, target, _ in imports(path) if target in MODULES and target != name}
+            for name, path in MODULES.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]):
+    """A cycle of the graph as a list of modules, or None (depth-first search)."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(edges[node]):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = "done"
+        return None
+
+    for node in sorted(edges):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_cycles():
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_graph_sees_function_local_imports_and_cycles():
+    """The cycle test can fail: function-local imports are edges, and a back edge makes a cycle."""
+    edges = graph()
+    assert "attrbench.decompose.shapley.fused" in edges["attrbench.decompose.shapley.engines"]  # a local import
+    assert "attrbench.ops.targets" in edges["attrbench.plugin.method"]
+    edges["attrbench.ops.targets"] = edges["attrbench.ops.targets"] | {"attrbench.plugin.method"}
+    assert find_cycle(edges) is not None
+
+
+def test_plugins_import_only_the_plugin_surface():
+    offenders = []
+    for folder in PLUGIN_FOLDERS:
+        for path in (PACKAGE / folder).glob("*.py"):
+            for node, target, _ in imports(path):
+                if target.startswith("attrbench") and target != "attrbench.plugin":
+                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} imports {target}")
+    assert not offenders, "plugins must import from attrbench.plugin only:\n" + "\n".join(offenders)
+
+
+def test_function_local_imports_are_heavy_optional_and_commented():
+    offenders = []
+    for name, path in MODULES.items():
+        lines = path.read_text().split("\n")
+        for node, target, local in imports(path):
+            if not local:
+                continue
+            top = target.split(".")[0]
+            allowed = target in HEAVY_INTERNAL or (top != "attrbench" and top in HEAVY)
+            line = lines[node.lineno - 1]
+            commented = "#" in line or lines[node.lineno - 2].strip().startswith("#")
+            if not (allowed and commented):
+                offenders.append(f"{name}:{node.lineno} {line.strip()}")
+    assert not offenders, "function-local imports only for heavy optional packages, with a comment:\n" + \
+        "\n".join(offenders)
+
+
+def test_listing_methods_imports_no_heavy_library():
+    code = ("import sys, json; import attrbench.plugin; from attrbench.cli import main; main(['methods', '--json']); "
+            "print(json.dumps(sorted(m for m in ('captum', 'shap', 'numba', 'networkx', 'sklearn') if m in sys.modules)))")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout.strip().split("\n")[-1]) == []
+    assert '"name": "shapley_sampling"' in run.stdout  # and the captum zoo is listed all the same
+
+
+def test_a_method_is_one_file(tmp_path, monkeypatch):
+    """A module dropped into attrbench/methods is found by name with nothing else edited."""
+    from attrbench.plugin import METHODS
+
+    path = PACKAGE / "methods" / "zz_probe_method.py"
+    path.write_text("from attrbench.plugin import Rollout, register\n\n"
+                    "register(Rollout('zz_probe_method', lambda layout: 'attn_w', 'rollout', 'a test probe', '-', "
+                    "identity=True, uses_values=False))\n")
+    try:
+        assert METHODS.get("zz_probe_method").name == "zz_probe_method"
+    finally:
+        path.unlink()
+        METHODS.remove("zz_probe_method")
+        sys.modules.pop("attrbench.methods.zz_probe_method", None)
