@@ -18,6 +18,7 @@ from torch import nn
 from ..errors import InputError, ModelLoadError
 from .architectures import ARCHITECTURES, architecture_of
 from .spec import LayerSpec
+from .training.lora import state_hash
 
 
 @dataclass
@@ -51,13 +52,19 @@ class LayerCapture:
         return LayerCapture(**values)
 
 
-def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token-id sequences into (input_ids, attention_mask)."""
+def state_dict_hash(model: nn.Module) -> str:
+    """sha256 of a model's weights as float32 (``training.lora.state_hash``): the identity of weights in memory."""
+    return state_hash({k: v.detach().to(torch.float32).cpu().numpy() for k, v in model.state_dict().items()})
+
+
+def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int,
+            device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id sequences into (input_ids, attention_mask) on ``device``."""
     n = max(len(s) for s in sequences)
-    input_ids = torch.full((len(sequences), n), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(sequences), n), dtype=torch.long)
+    input_ids = torch.full((len(sequences), n), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(sequences), n), dtype=torch.long, device=device)
     for b, seq in enumerate(sequences):
-        input_ids[b, :len(seq)] = torch.as_tensor(list(seq), dtype=torch.long)
+        input_ids[b, :len(seq)] = torch.as_tensor(list(seq), dtype=torch.long, device=device)
         mask[b, :len(seq)] = 1
     return input_ids, mask
 
@@ -91,6 +98,7 @@ class TransformerAdapter:
         self.tokenizer = tokenizer
         self.name = name
         self.source = source or name
+        self._weights_sha256: Optional[str] = None
         for pname, param in model.named_parameters():
             if not torch.isfinite(param).all():
                 raise ModelLoadError(f"model '{name}' has NaN/inf in weight '{pname}'; the weights are corrupt: "
@@ -105,8 +113,25 @@ class TransformerAdapter:
 
     # -- facts -------------------------------------------------------------------------------
     @property
+    def weights_sha256(self) -> str:
+        """The identity of the weights: set by ``load_model`` (the zoo file's or a task model's recorded hash),
+        else the hash of the weights themselves as float32, computed on first use."""
+        if self._weights_sha256 is None:
+            self._weights_sha256 = state_dict_hash(self.model)
+        return self._weights_sha256
+
+    @weights_sha256.setter
+    def weights_sha256(self, value: str) -> None:
+        self._weights_sha256 = value
+
+    @property
     def dtype(self) -> torch.dtype:
         return next(self.model.parameters()).dtype
+
+    @property
+    def device(self) -> torch.device:
+        """Where the model's weights are: every tensor the adapter makes for it goes there too."""
+        return next(self.model.parameters()).device
 
     @property
     def norm_first(self) -> bool:
@@ -137,16 +162,20 @@ class TransformerAdapter:
         return int(limit)
 
     def _check_activation(self) -> None:
-        zero = torch.zeros(1, dtype=self.dtype)
+        zero = torch.zeros(1, dtype=self.dtype, device=self.device)
         for spec in self.layers:
             if spec.ff.activation(zero).abs().item() != 0.0:
                 raise ModelLoadError(
                     f"FF activation {type(spec.ff.activation).__name__} has g(0) != 0; the zero-baseline "
                     "IG decomposition needs g(0) = 0")
 
-    def to(self, dtype: torch.dtype) -> "TransformerAdapter":
-        if dtype != self.dtype:
-            self.model.to(dtype)
+    def to(self, dtype: Optional[torch.dtype] = None, device: Optional[torch.device | str] = None
+           ) -> "TransformerAdapter":
+        """Move the model to another dtype and/or device (the layer specs are read again: they hold its tensors)."""
+        dtype = dtype or self.dtype
+        device = torch.device(device) if device is not None else self.device
+        if dtype != self.dtype or device != self.device:
+            self.model.to(device=device, dtype=dtype)
             self.layers = self.architecture.read_layers(self.model.base_model, self.model.config)
         return self
 
@@ -173,7 +202,7 @@ class TransformerAdapter:
 
     def encode_ids(self, ids: Sequence[Sequence[int]], truncated: Optional[list[bool]] = None) -> Batch:
         """A batch of token-id sequences already tokenised (e.g. perturbed copies of a text)."""
-        input_ids, mask = pad_ids(ids, self.tokenizer.pad_token_id)
+        input_ids, mask = pad_ids(ids, self.tokenizer.pad_token_id, self.device)
         tokens = [self.tokenizer.convert_ids_to_tokens(list(seq)) for seq in ids]
         return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated or [False] * len(ids))
 
@@ -186,13 +215,15 @@ class TransformerAdapter:
         perturbation pass needs one row of it.
         """
         batch = next(v for v in inputs.values() if v is not None).shape[0]
-        rows = torch.as_tensor([rows] * batch if isinstance(rows, int) else list(rows), dtype=torch.long)
+        rows = torch.as_tensor([rows] * batch if isinstance(rows, int) else list(rows), dtype=torch.long,
+                               device=self.device)
+        every = torch.arange(batch, device=self.device)
         if self._logits_to_keep:
             keep, where = torch.unique(rows, return_inverse=True)
             logits = self.model(**inputs, logits_to_keep=keep).logits  # (B, len(keep), V)
-            return logits[torch.arange(batch), where]
+            return logits[every, where]
         logits = self.model(**inputs).logits
-        return logits if logits.ndim == 2 else logits[torch.arange(batch), rows]
+        return logits if logits.ndim == 2 else logits[every, rows]
 
     def _hooks(self, store: list[dict]):
         """Hooks that keep every layer's tensors at its scope boundaries in ``store[layer]``."""

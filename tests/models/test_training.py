@@ -1,17 +1,21 @@
 import json
+import shutil
 
+import numpy as np
 import pytest
 import torch
 
 from attrbench.datasets.lookup import examples_for
 from attrbench.models import load_model
-from attrbench.models.training.tasks import Recipe, build_task_model
+from attrbench.models.training import tasks
+from attrbench.models.training.lora import apply_adapter, load_adapter, merge_lora, state_hash
+from attrbench.models.training.tasks import Recipe, build_task_model, merge_part, weights_state_hash
 from attrbench.ops.targets import Target, explained_row, head_kind, resolve
 
 
 def test_training_records(task_models):
     sst2, sva = task_models["records"]["sst2"], task_models["records"]["sva"]
-    assert sst2["trained_locally"] and sst2["train_examples"] == 512 and sst2["steps"] == 16
+    assert sst2["trained_here"] and sst2["train_examples"] == 512 and sst2["steps"] == 16
     assert 0 <= sst2["dev_accuracy"] <= 1 and sst2["dev_examples"] == 872 and len(sst2["data_sha256"]["train"]) == 64
     assert sva["split"]["test"] + sva["split"]["skipped_too_long"] <= 1123 and 0 <= sva["test_accuracy"] <= 1
     assert sva["train_examples"] == 512 and sva["steps"] == 16
@@ -52,3 +56,61 @@ def test_classifier_target_resolution(task_models):
     assert resolved.index == int(logits[0].argmax()) and resolved.row == 0
     with pytest.raises(Exception, match=r"class 2 does not exist.*classes 0..1"):
         resolve(adapter, ids, Target.parse("class:2"), logits)
+
+
+def test_merge_is_exact_in_a_fixed_order():
+    """W + s B A summed in float64 one rank at a time, rounded once: equal to a by-hand loop over elements, and
+    within one float32 rounding of the float64 matmul."""
+    rng = np.random.default_rng(0)
+    w, a, b = (rng.standard_normal(shape).astype(np.float32) for shape in ((5, 7), (3, 7), (5, 3)))
+    merged = merge_lora(w, a, b, 2.0)
+    by_hand = np.empty_like(w)
+    for i in range(5):
+        for j in range(7):
+            total = 0.0  # Python floats are float64
+            for k in range(3):
+                total += float(b[i, k]) * float(a[k, j])
+            by_hand[i, j] = np.float32(float(w[i, j]) + 2.0 * total)
+    assert np.array_equal(merged, by_hand)
+    reference = w.astype(np.float64) + 2.0 * (b.astype(np.float64) @ a.astype(np.float64))
+    assert np.abs(merged - reference).max() <= np.spacing(np.abs(reference).max().astype(np.float32))
+    with pytest.raises(Exception, match="do not fit"):
+        merge_lora(w, a.T, b, 1.0)
+
+
+def test_trained_part_rebuilds_the_model(task_models, tmp_path):
+    """The merged model is the base plus the trained part alone: merging again gives the same weights and hash,
+    and the adapters hold the LoRA factors of every linear layer plus the head, norms and biases."""
+    root = task_models["root"] / "sst2"
+    record = task_models["records"]["sst2"]
+    assert weights_state_hash(root) == record["merged_sha256"]
+    adapter, scales = load_adapter(root / "adapter.safetensors")
+    assert {k.split(".")[0] for k in adapter} == {"lora_A", "lora_B", "whole"}
+    assert any(k.startswith("whole.classifier") for k in adapter) and set(scales.values()) == {2.0}
+    base = tasks.base_folder("tiny-bert", tmp_path)
+    assert merge_part(base, root, tmp_path / "again") == record["merged_sha256"]
+    lora_free = apply_adapter({}, {k: v for k, v in adapter.items() if k.startswith("whole.")}, {})
+    assert state_hash(lora_free) != record["merged_sha256"]  # the adapters do change the weights
+
+
+def test_damaged_task_model_cache_is_rebuilt(task_models, tmp_path, monkeypatch, capsys):
+    """A cached task model whose weights fail their recorded hash is rebuilt from the shipped part with a warning."""
+    shipped = tmp_path / "shipped" / "minilm-l6-sst2"
+    shipped.parent.mkdir()
+    shutil.copytree(task_models["root"] / "sst2", shipped, ignore=shutil.ignore_patterns("model.safetensors"))
+    monkeypatch.setattr(tasks, "SHIPPED", tmp_path / "shipped")
+    monkeypatch.setattr(tasks, "TASK_MODELS", {"minilm-l6-sst2": tasks.TaskModel(
+        "minilm-l6-sst2", "tiny-bert", "sst2", Recipe(train_size=512), "test")})
+    monkeypatch.setattr(tasks, "cache_dir", lambda: tmp_path / "cache")
+    monkeypatch.setattr(tasks, "_VERIFIED", {})
+    folder = tasks.task_model_folder("minilm-l6-sst2")
+    expected = task_models["records"]["sst2"]["merged_sha256"]
+    assert weights_state_hash(folder) == expected
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0x01  # one flipped bit in the last tensor
+    weights.write_bytes(bytes(data))
+    monkeypatch.setattr(tasks, "_VERIFIED", {})
+    assert tasks.task_model_folder("minilm-l6-sst2") == folder
+    assert "does not match its recorded weights" in capsys.readouterr().err
+    assert weights_state_hash(folder) == expected
