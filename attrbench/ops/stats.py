@@ -1,26 +1,39 @@
-"""Statistics every table and evaluation uses, in one place: summaries over examples, confidence
-intervals, paired tests and tiers, Spearman.
+"""Statistics every table and evaluation uses, in one place: summaries over examples, intervals, rankings
+that claim only what the data can show, metric agreement, and sample sizes from power.
 
 Undefined stays undefined: a statistic that does not exist for an input (Spearman of a constant
 vector, a mean of nothing, a CI of one value) is ``None`` with the reason, never a made-up number.
+
+Ranking methods scored on the same examples (Demšar 2006): average ranks per example, Friedman's
+test, and Nemenyi's critical difference, which groups methods whose average ranks are closer than
+it; ordering and grouping both come from the average ranks, so the groups are consistent with the
+order. Before any of that, a table must have enough examples for any difference to be shown at all:
+even a pair of methods that differ in the same direction on every example gets an exact p of
+2/2^n, which must pass the correction over the table's k(k−1)/2 pairs; below that n the table says
+"n too small to rank". Adjacent methods get a paired difference with its t-interval and a Bayesian
+signed-rank test with a region of practical equivalence (Benavoli et al. 2017, ``baycomp``), so
+"equivalent" (probably within the ROPE) and "undecided" are different words.
 """
 from __future__ import annotations
 
-import itertools
+import math
 import warnings
 from typing import Optional, Sequence
 
 import numpy as np
-from scipy.stats import bootstrap, rankdata, spearmanr, wilcoxon
+from scipy import stats as sst
+from scipy.stats import kendalltau, rankdata, spearmanr
 
 from ..decompose.layout import visible_cells
 from ..errors import InputError
 
 RANKS = ("scipy", "dense")
-RESAMPLES = 9999  # bootstrap resamples (a run config may raise it; at least MIN_RESAMPLES)
+RESAMPLES = 2000  # bootstrap resamples of the metric-agreement intervals (a run config may set it)
 MIN_RESAMPLES = 100
 LEVEL = 0.95  # confidence level of every interval
-ALPHA = 0.05  # family-wise error rate of the paired tests in one table (Holm)
+ALPHA = 0.05  # family-wise error rate of the comparisons in one table
+ROPE = 0.01  # region of practical equivalence of a difference of means, unless an evaluation declares one
+DECIDED = 0.95  # posterior probability that makes a Bayesian comparison a verdict
 
 
 def summary(values: Sequence[Optional[float]]) -> dict:
@@ -67,80 +80,186 @@ def mean_of_defined(values, axis: int) -> list[Optional[float]]:
     return [None if c == 0 else float(s / c) for s, c in zip(sums, counts)]
 
 
-def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = RESAMPLES) -> dict:
-    """95 % CI of the mean of the defined values: ``scipy.stats.bootstrap``, BCa, seeded.
+def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 0) -> dict:
+    """95 % Student-t interval of the mean of the defined values: ``{"ci": [lo, hi], "ci_method": "t"}``.
 
-    ``{"ci": [lo, hi], "ci_method": "BCa"}``; ``ci`` is None with ``ci_note`` saying why when there is
-    no interval (fewer than 2 defined values). All-equal values have the point interval [v, v].
-    Where BCa cannot be computed (its acceleration is undefined for some two- and three-value
-    samples) the percentile interval is given and named.
+    It keeps its coverage at the small samples a budgeted leaderboard has (tested at n = 10 and 60);
+    ``ci`` is None with ``ci_note`` saying why when there is no interval (fewer than 2 defined values).
+    All-equal values have the point interval [v, v]. (``seed`` and ``resamples`` are accepted for callers
+    that pass them; a t-interval draws nothing.)
     """
     data = np.array([v for v in values if v is not None], dtype=np.float64)
     if len(data) < 2:
         return {"ci": None, "ci_note": f"CI needs n ≥ 2 (n = {len(data)})"}
     if np.ptp(data) == 0:
         return {"ci": [float(data[0])] * 2, "ci_method": "all values equal"}
-    for method in ("BCa", "percentile"):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # BCa's degenerate-data warning: we fall back and say so
-            result = bootstrap((data,), np.mean, n_resamples=resamples, confidence_level=LEVEL, method=method,
-                               rng=np.random.default_rng(seed))
-        low, high = result.confidence_interval
-        if np.isfinite(low) and np.isfinite(high):
-            return {"ci": [float(low), float(high)], "ci_method": method}
-    return {"ci": None, "ci_note": "bootstrap CI undefined"}
+    low, high = sst.t.interval(LEVEL, len(data) - 1, loc=data.mean(), scale=sst.sem(data))
+    return {"ci": [float(low), float(high)], "ci_method": "t"}
 
 
-def with_intervals(records: Sequence[dict], seed: int = 0, resamples: int = RESAMPLES) -> list[dict]:
+def with_intervals(records: Sequence[dict], seed: int = 0, resamples: int = 0) -> list[dict]:
     """Records with the CI of their per-example ``values`` added (:func:`interval`)."""
-    return [{**r, **interval(r["values"], seed, resamples)} for r in records]
+    return [{**r, **interval(r["values"])} for r in records]
 
 
-def holm(p_values: Sequence[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (family-wise error control; not in scipy)."""
-    p = np.asarray(p_values, dtype=np.float64)
-    order = np.argsort(p, kind="stable")
-    adjusted = np.maximum.accumulate((len(p) - np.arange(len(p))) * p[order])
-    out = np.empty_like(p)
-    out[order] = np.minimum(adjusted, 1.0)
-    return out.tolist()
-
-
-def paired_p(a: Sequence[Optional[float]], b: Sequence[Optional[float]]) -> Optional[float]:
-    """Two-sided Wilcoxon signed-rank p-value on the examples where both values are defined."""
-    pairs = np.array([(x, y) for x, y in zip(a, b) if x is not None and y is not None], dtype=np.float64)
-    if len(pairs) < 2:
+def median_iqr(values: Sequence[Optional[float]]) -> Optional[tuple[float, float, float]]:
+    """(median, first quartile, third quartile) of the defined values; None when there are none."""
+    data = np.array([v for v in values if v is not None], dtype=np.float64)
+    if not len(data):
         return None
-    differences = pairs[:, 0] - pairs[:, 1]
-    if not differences.any():
-        return 1.0  # identical on every example: no evidence of a difference
-    return float(wilcoxon(differences).pvalue)
+    q1, median, q3 = np.percentile(data, [25, 50, 75])
+    return float(median), float(q1), float(q3)
 
 
-def tiers(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA) -> dict:
-    """Significance tiers of methods scored on the same examples.
+def complete_cases(values: dict[str, Sequence[Optional[float]]]) -> tuple[list[str], np.ndarray]:
+    """The methods and the (n, k) matrix of the examples on which every method has a value."""
+    names = list(values)
+    if not names:
+        return names, np.zeros((0, 0))
+    rows = [row for row in zip(*(values[m] for m in names)) if all(v is not None for v in row)]
+    return names, np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
 
-    Every pair is compared by a paired Wilcoxon signed-rank test, Holm-corrected over the table.
-    Methods are taken in order of their mean; tier 1 is the best method and every method not
-    significantly worse than it, tier 2 starts at the best method left, and so on. Returns
-    ``{"tier": {method: k}, "p_values": {"a vs b": holm-adjusted p}, "raw_p_values": ..., "test": ...}``;
-    a method with no defined value gets no tier.
+
+def minimum_n(k: int, alpha: float = ALPHA) -> int:
+    """The fewest examples on which any of k methods can be shown to differ: the exact two-sided sign/signed-rank
+    p of a pair that differs the same way on all n examples is 2/2^n, which must be below alpha over the
+    k(k-1)/2 pairs of a table (Bonferroni, the most any pair's correction asks)."""
+    pairs = max(1, k * (k - 1) // 2)
+    return max(1, math.floor(math.log2(2 * pairs / alpha)) + 1)
+
+
+def critical_difference(k: int, n: int, alpha: float = ALPHA) -> float:
+    """Nemenyi's critical difference of average ranks (Demšar 2006, Eq. 5): q_alpha sqrt(k(k+1)/(6n)),
+    q_alpha the studentised range quantile over sqrt(2)."""
+    q = sst.studentized_range.ppf(1 - alpha, k, np.inf) / math.sqrt(2)
+    return float(q * math.sqrt(k * (k + 1) / (6 * n)))
+
+
+def rank_methods(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA) -> dict:
+    """Rank methods scored on the same examples (see the module docstring).
+
+    Returns ``{"n", "k", "order", "average_rank", "friedman_p", "cd", "group", "verdict", "minimum_n",
+    "nemenyi"}``: ``order`` best first by average rank (1 = best); ``group`` 1 for the methods not
+    significantly worse than the best (Nemenyi, pairwise p from scikit-posthocs), 2 from the best left,
+    and so on; ``verdict`` "ranked", "no difference found" (Friedman p ≥ alpha) or "n too small to rank".
     """
-    means = {m: np.mean([v for v in vs if v is not None]) for m, vs in values.items() if any(v is not None for v in vs)}
-    pairs = list(itertools.combinations(sorted(means), 2))
-    raw = {pair: paired_p(values[pair[0]], values[pair[1]]) for pair in pairs}
-    tested = [pair for pair in pairs if raw[pair] is not None]
-    adjusted = dict(zip(tested, holm([raw[pair] for pair in tested])))
-    different = {pair for pair, p in adjusted.items() if p < alpha}
-    order = sorted(means, key=lambda m: -means[m] if higher_is_better else means[m])
-    tier, left, k = {}, list(order), 0
+    import scikit_posthocs as sp  # heavy (pulls seaborn, statsmodels): only when a table is ranked
+
+    names, matrix = complete_cases(values)
+    n, k = matrix.shape
+    out = {"n": n, "k": k, "minimum_n": minimum_n(k, alpha), "alpha": alpha}
+    if k == 0 or n == 0:
+        return {**out, "order": names, "average_rank": {}, "group": {}, "verdict": "no examples"}
+    ranks = rankdata(-matrix if higher_is_better else matrix, axis=1)  # 1 = best on each example, ties averaged
+    average = dict(zip(names, ranks.mean(0).tolist()))
+    order = sorted(names, key=lambda m: (average[m], names.index(m)))
+    out.update(order=order, average_rank=average)
+    if k == 1:
+        return {**out, "group": {names[0]: 1}, "verdict": "one method"}
+    if n < out["minimum_n"]:
+        return {**out, "group": {}, "verdict": "n too small to rank"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if k == 2:
+            difference = matrix[:, 0] - matrix[:, 1]
+            friedman = 1.0 if not difference.any() else float(sst.wilcoxon(difference).pvalue)
+        else:
+            friedman = float(sst.friedmanchisquare(*matrix.T).pvalue) if np.ptp(ranks, axis=1).any() else 1.0
+    out.update(friedman_p=friedman, cd=critical_difference(k, n, alpha))
+    if not friedman < alpha:
+        return {**out, "group": dict.fromkeys(names, 1), "verdict": "no difference found"}
+    nemenyi = sp.posthoc_nemenyi_friedman(matrix)
+    p = {(names[i], names[j]): float(nemenyi.iloc[i, j]) for i in range(k) for j in range(k)}
+    group, left, g = {}, list(order), 0
     while left:
-        k += 1
+        g += 1
         head = left[0]
-        members = [m for m in left if tuple(sorted((head, m))) not in different]
+        members = [m for m in left if m == head or p[(head, m)] >= alpha]
         for m in members:
-            tier[m] = k
+            group[m] = g
         left = [m for m in left if m not in members]
-    return {"tier": tier, "p_values": {f"{a} vs {b}": adjusted.get((a, b)) for a, b in pairs},
-            "raw_p_values": {f"{a} vs {b}": raw[(a, b)] for a, b in pairs},
-            "test": f"paired Wilcoxon signed-rank, two-sided, Holm-corrected over the table, alpha {alpha}"}
+    out.update(group=group, verdict="ranked", nemenyi={f"{a} vs {b}": v for (a, b), v in p.items() if a < b})
+    return out
+
+
+def compare_adjacent(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], higher_is_better: bool,
+                     rope: float = ROPE, seed: int = 0, nsamples: Optional[int] = None) -> list[dict]:
+    """Each method against the next in ``order``, on their common examples: the mean difference (better minus
+    next, oriented so that positive favours the better-ranked) with its t-interval, and Benavoli et al.'s
+    Bayesian signed-rank test with a ROPE (``baycomp``): P(better), P(equivalent), P(worse) and a verdict."""
+    import baycomp  # optional heavy import: only when a table's neighbours are compared
+
+    out = []
+    sign = 1.0 if higher_is_better else -1.0
+    for a, b in zip(order, order[1:]):
+        pairs = np.array([(x, y) for x, y in zip(values[a], values[b]) if x is not None and y is not None],
+                         dtype=np.float64).reshape(-1, 2)
+        n = len(pairs)
+        row = {"pair": [a, b], "n": n, "rope": rope}
+        if n < 2:
+            out.append({**row, "verdict": "undecided", "note": f"n = {n}"})
+            continue
+        difference = sign * (pairs[:, 0] - pairs[:, 1])
+        row.update(difference=float(difference.mean()), ci=interval(difference.tolist())["ci"])
+        if not difference.any():
+            out.append({**row, "p_better": 0.0, "p_equivalent": 1.0, "p_worse": 0.0, "verdict": "equivalent"})
+            continue
+        draws = nsamples or int(np.clip(3e8 / (n + 1) ** 2, 300, 5000))
+        better, equivalent, worse = baycomp.SignedRankTest.probs(difference, np.zeros(n), rope=rope, nsamples=draws,
+                                                                 random_state=seed)
+        verdict = ("better" if better >= DECIDED else "equivalent" if equivalent >= DECIDED else
+                   "worse" if worse >= DECIDED else "undecided")
+        out.append({**row, "p_better": float(better), "p_equivalent": float(equivalent), "p_worse": float(worse),
+                    "verdict": verdict, "samples": draws})
+    return out
+
+
+def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]]]], metric_a: str, metric_b: str,
+                       resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
+    """Kendall's tau between the method rankings by two metrics (each oriented higher = better), with a
+    percentile bootstrap interval over examples: resampled examples give each method's means again.
+    ``per_example[metric][method]`` are values on the same examples; None when fewer than 3 methods."""
+    methods = [m for m in per_example[metric_a] if m in per_example[metric_b]]
+    if len(methods) < 3:
+        return None
+    a = np.array([per_example[metric_a][m] for m in methods], dtype=np.float64)  # (methods, n): None -> nan
+    b = np.array([per_example[metric_b][m] for m in methods], dtype=np.float64)
+    n = a.shape[1]
+
+    def tau(rows) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            value = kendalltau(np.nanmean(a[:, rows], 1), np.nanmean(b[:, rows], 1)).statistic
+        return float(value)
+
+    point = tau(np.arange(n))
+    rng = np.random.default_rng(seed)
+    draws = np.array([tau(rng.integers(0, n, n)) for _ in range(resamples)])
+    draws = draws[np.isfinite(draws)]
+    if not np.isfinite(point) or not len(draws):
+        return {"tau": None, "ci": None, "methods": len(methods)}
+    return {"tau": point, "ci": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
+            "methods": len(methods), "n": n}
+
+
+def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], alpha: float = ALPHA,
+               power: float = 0.8) -> list[dict]:
+    """For each pair of adjacent methods, the examples a paired t-test needs to tell them apart with ``power``
+    at alpha over the table's pairs (Bonferroni): statsmodels' TTestPower on the pilot's paired differences.
+    ``n`` None where the pilot shows no difference at all (identical scores can never be separated)."""
+    from statsmodels.stats.power import TTestPower  # heavy: only for the sample-size estimate
+
+    k = len(order)
+    level = alpha / max(1, k * (k - 1) // 2)
+    out = []
+    for a, b in zip(order, order[1:]):
+        d = np.array([x - y for x, y in zip(values[a], values[b]) if x is not None and y is not None])
+        if len(d) < 3 or d.std(ddof=1) == 0 or d.mean() == 0:
+            out.append({"pair": [a, b], "n": None, "effect": 0.0 if len(d) and not d.any() else None})
+            continue
+        effect = abs(d.mean()) / d.std(ddof=1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            needed = TTestPower().solve_power(effect_size=effect, alpha=level, power=power, alternative="two-sided")
+        out.append({"pair": [a, b], "n": int(math.ceil(needed)), "effect": float(effect)})
+    return out

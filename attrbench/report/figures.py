@@ -9,13 +9,15 @@ from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
+import pandas as pd
 from matplotlib.ticker import NullFormatter
 
 from ..decompose import Decomposition
 from ..errors import InputError
-from ..plugin.registry import EVALS
+from ..ops.stats import median_iqr
+from ..registry import EVALS
 from .plot import plot_maps, save_figure
-from .tables import faithfulness_records, groups, short, table_title
+from .tables import Table, groups, short, suite_title, table_title
 
 
 def _label(record: dict) -> str:
@@ -103,50 +105,58 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in points)]
 
 
-def faithfulness_vs_cost(records: list[dict], folder: Path) -> dict[str, list[tuple[str, Path]]]:
-    """Per suite: each faithfulness evaluation's primary metric against seconds per example (log axis),
-    both with their CIs, the Pareto front marked. Cost is the first cost column an evaluation declares."""
+def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
+    """Demšar's critical-difference diagram of a ranked table (scikit-posthocs): average ranks on a line,
+    methods in one Nemenyi group joined by a bar, the critical difference drawn to scale."""
+    import scikit_posthocs as sp  # heavy (seaborn, statsmodels): only when a report is drawn
 
-    out: dict[str, list[tuple[str, Path]]] = {}
-    for (model, dataset), group in faithfulness_records(records).items():
-        cost_records = {r["method"]: r for r in records if (r["model"], r["dataset"]) == (model, dataset)
-                        and list(EVALS.get(r["eval"]).cost_columns)[:1] == [r["metric"]] and r["mean"]}
-        panels = []
-        for eval_name in dict.fromkeys(r["eval"] for r in group):
-            evaluation = EVALS.get(eval_name)
-            metric = evaluation.primary_metric or group[0]["metric"]
-            rows = [r for r in group if r["eval"] == eval_name and r["metric"] == metric
-                    and r["mean"] is not None and r["method"] in cost_records]
-            if len(rows) >= 2:
-                panels.append((eval_name, metric, evaluation.higher_is_better.get(metric, True), rows))
-        if not panels:
-            continue
+    stats = table.statistics
+    if stats is None or stats["verdict"] not in ("ranked", "no difference found") or stats["k"] < 2:
+        return []
+    order = stats["order"]
+    if stats["verdict"] == "ranked":
+        significant = {tuple(pair.split(" vs ")): p < stats["alpha"] for pair, p in stats["nemenyi"].items()}
+    else:
+        significant = {}
+    matrix = pd.DataFrame(1.0, index=order, columns=order)
+    for (a, b), different in significant.items():
+        matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if different else 1.0
+    fig, ax = plt.subplots(figsize=(9.5, 0.28 * len(order) + 1.4))
+    sp.critical_difference_diagram(pd.Series(stats["average_rank"]), matrix, ax=ax, cd=stats.get("cd"),
+                                   alpha=stats["alpha"], label_props={"fontsize": 8})
+    title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
+             f"{'Nemenyi CD %.2f' % stats['cd'] if stats.get('cd') else stats['verdict']})")
+    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-cd".replace("/", "_")
+    return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
-        cols = min(2, len(panels))  # two a row: the figure shows at its own size in the report
-        rows_n = -(-len(panels) // cols)
-        fig, axes = plt.subplots(rows_n, cols, figsize=(5.3 * cols, 4.2 * rows_n), squeeze=False)
-        for ax in axes.flat[len(panels):]:
-            ax.axis("off")
-        for ax, (eval_name, metric, higher, rows) in zip(axes.flat, panels):
-            costs = [cost_records[r["method"]] for r in rows]
-            ax.errorbar([c["mean"] for c in costs], [r["mean"] for r in rows], xerr=_ci_errors(costs),
-                        yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#999", capsize=2)
-            front = pareto_front([(c["mean"], r["mean"] if higher else -r["mean"]) for c, r in zip(costs, rows)])
-            front = sorted(front, key=lambda i: costs[i]["mean"])
-            ax.plot([costs[i]["mean"] for i in front], [rows[i]["mean"] for i in front], "-o", color="#c44e52",
-                    ms=6, lw=1.2, label="Pareto front", zorder=3)
-            for c, r in zip(costs, rows):
-                ax.annotate(r["method"], (c["mean"], r["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            ax.set_xscale("log")
-            ax.xaxis.set_minor_formatter(NullFormatter())  # minor log labels overlap
-            ax.set_xlabel("seconds per example (log)")
-            ax.set_ylabel(f"{metric} {'↑' if higher else '↓'}")
-            ax.set_title(eval_name, fontsize=9)
-            ax.legend(fontsize=7)
-        title = f"{short(model)} · {short(dataset)} · faithfulness vs cost"
-        stem = f"{short(model)}-{short(dataset)}-pareto".replace("/", "_")
-        out[title] = [(title, save_figure(fig, folder / f"{stem}.png", title))]
-    return out
+
+def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> list[tuple[str, Path]]:
+    """A suite's headline metric (mean with CI) against each method's median seconds per example (log axis, with
+    the interquartile range), the Pareto front marked."""
+    metric, higher = table.statistics["metric"], table.statistics["higher_is_better"]
+    rows = [r for r in table.group if r["metric"] == metric and r["mean"] is not None and r["method"] in cost
+            and median_iqr(cost[r["method"]]) is not None]
+    if len(rows) < 2:
+        return []
+    spans = [median_iqr(cost[r["method"]]) for r in rows]
+    x = np.array([s[0] for s in spans])
+    fig, ax = plt.subplots(figsize=(9.5, 5.2))
+    ax.errorbar(x, [r["mean"] for r in rows], xerr=np.array([[s[0] - s[1], s[2] - s[0]] for s in spans]).T,
+                yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#aaa", capsize=2)
+    front = pareto_front([(c, r["mean"] if higher else -r["mean"]) for c, r in zip(x, rows)])
+    front = sorted(front, key=lambda i: x[i])
+    ax.plot([x[i] for i in front], [rows[i]["mean"] for i in front], "-o", color="#c44e52", ms=6, lw=1.2,
+            label="Pareto front (no method is both cheaper and better)", zorder=3)
+    for c, r in zip(x, rows):
+        ax.annotate(r["method"], (c, r["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    ax.set_xscale("log")
+    ax.xaxis.set_minor_formatter(NullFormatter())  # minor log labels overlap
+    ax.set_xlabel("seconds per example, median and IQR (log)")
+    ax.set_ylabel(f"{table.evaluation.name}: {metric} {'↑' if higher else '↓'}")
+    ax.legend(fontsize=7)
+    title = f"{suite_title(table.model, table.dataset)}: faithfulness vs cost"
+    stem = f"{short(table.model)}-{short(table.dataset)}-pareto".replace("/", "_")
+    return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
 FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}

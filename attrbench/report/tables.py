@@ -1,25 +1,29 @@
-"""Leaderboard tables of a run's records: one per (model, dataset, evaluation).
+"""Leaderboard tables and their statistics, from a run's records: one per (model, dataset, evaluation).
 
-Evaluations that score methods get a table in significance tiers of the evaluation's primary
-metric (``attrbench.ops.stats.tiers``); analyses of the model get a table of their metrics with a
-per-layer summary. Every value is a mean with its bootstrap CI. What a table shows comes from what
-the evaluation declares (``attrbench.plugin.Evaluation``) and from the records, never from an
+An evaluation that scores methods gets a table ranked by its primary metric with the statistics of
+``attrbench.ops.stats``: average ranks over the examples every method was scored on, Friedman's test,
+Nemenyi rank groups (or "n too small to rank", or "no difference found"), each value a mean with its
+t-interval, n per method. Cost is shown as median [interquartile range], not ranked. Analyses of the
+model get a table of their metrics with a per-layer summary. What a table shows comes from what the
+evaluation declares (``attrbench.plugin.Evaluation``) and from the records, never from an
 evaluation's name.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
-from scipy.stats import kendalltau
 
-from ..ops.stats import ALPHA, LEVEL, tiers
-from ..plugin.registry import EVALS
+from ..ops.stats import ALPHA, LEVEL, ROPE, agreement_interval, compare_adjacent, median_iqr, rank_methods, required_n
+from ..registry import EVALS
 
-TIER_NOTE = (f"rank = significance tier: methods not significantly worse than the best share rank 1 (shown 1=), "
-             f"then the same from the best method left (paired Wilcoxon signed-rank over the same examples, "
-             f"Holm-corrected within the table, alpha {ALPHA})")
-CI_NOTE = f"values are mean [{LEVEL:.0%} CI]: bootstrap over examples (scipy, BCa, {{resamples}} resamples, seeded)"
+CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t)"
+RANK_NOTE = (f"group = Nemenyi rank group: methods whose average rank (1 = best, over the examples every method was "
+             f"scored on) is within the critical difference of the best form group 1, then the same from the best "
+             f"method left (Friedman test first, alpha {ALPHA}); 'n too small to rank' where even a method better on "
+             f"every example could not be shown to differ (exact p 2/2^n against alpha over the table's pairs)")
 
 
 def fmt(record: dict, digits: int = 3) -> str:
@@ -34,14 +38,23 @@ def fmt(record: dict, digits: int = 3) -> str:
     return f"{mean:.{digits}f} [{ci[0]:.{digits}f}, {ci[1]:.{digits}f}]"
 
 
+def fmt_median(values, digits: int = 3) -> str:
+    stats = median_iqr(values)
+    return "–" if stats is None else f"{stats[0]:.{digits}f} [{stats[1]:.{digits}f}, {stats[2]:.{digits}f}]"
+
+
 def short(name: str) -> str:
     """A model or dataset as a reader names it: an absolute path (a config's data file or model folder) by
     its last part; registered names and hub ids as they are."""
     return Path(name).name if Path(name).is_absolute() else name
 
 
+def suite_title(model: str, dataset: str) -> str:
+    return f"{short(model)} · {short(dataset)}"
+
+
 def table_title(model: str, dataset: str, eval_name: str) -> str:
-    return f"{short(model)} · {short(dataset)} · {eval_name}"
+    return f"{suite_title(model, dataset)} · {eval_name}"
 
 
 def groups(records: list[dict]) -> dict[tuple, list[dict]]:
@@ -52,18 +65,11 @@ def groups(records: list[dict]) -> dict[tuple, list[dict]]:
     return out
 
 
-def _published(record: dict) -> str:
-    published = record.get("published")
-    return "" if not published else f"{published['value']:.2f}"
-
-
-def _sources(group: list[dict]) -> list[str]:
-    return list(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
-
-
-def _params_note(group: list[dict]) -> str:
-    params = group[0].get("eval_params") or {}
-    return "; parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else ""
+def suites(records: list[dict]) -> dict[tuple, list[dict]]:
+    out: dict[tuple, list[dict]] = {}
+    for r in records:
+        out.setdefault((r["model"], r["dataset"]), []).append(r)
+    return out
 
 
 def _direction(evaluation, group: list[dict], metric: str) -> bool:
@@ -72,87 +78,181 @@ def _direction(evaluation, group: list[dict], metric: str) -> bool:
     return next((r["higher_is_better"] for r in group if r["metric"] == metric and "higher_is_better" in r), True)
 
 
-def cost_lookup(records: list[dict]) -> dict[tuple, dict[str, str]]:
-    """(model, dataset, method) -> {column: text} of the metrics evaluations declare as cost columns."""
-    out: dict[tuple, dict[str, str]] = {}
-    for r in records:
-        columns = EVALS.get(r["eval"]).cost_columns
-        if r["metric"] in columns and r["mean"] is not None:
-            label, digits = columns[r["metric"]]
-            out.setdefault((r["model"], r["dataset"], r["method"]), {})[label] = f"{r['mean']:.{digits}f}"
+def aligned(group: list[dict], metric: str, leave_out: tuple = ()) -> dict[str, list]:
+    """Per method, its values of ``metric`` on the union of the methods' examples (None where it has none)."""
+    rows = [r for r in group if r["metric"] == metric and r["method"] not in leave_out]
+    ids = list(dict.fromkeys(i for r in rows for i in r["example_ids"]))
+    return {r["method"]: [dict(zip(r["example_ids"], r["values"])).get(i) for i in ids] for r in rows}
+
+
+@dataclass
+class Table:
+    """One evaluation's table on one suite, with its statistics (``statistics`` None for analyses)."""
+
+    model: str
+    dataset: str
+    evaluation: object
+    group: list[dict]
+    frame: pd.DataFrame
+    note: str
+    statistics: Optional[dict] = None
+    figures: list = field(default_factory=list)
+
+    @property
+    def title(self) -> str:
+        return table_title(self.model, self.dataset, self.evaluation.name)
+
+
+def reference_of(group: list[dict]) -> Optional[str]:
+    return next((r.get("reference") for r in group if r.get("reference")), None)
+
+
+def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, compare: bool = False,
+               seed: int = 0) -> dict:
+    """The statistics of one ranked table: ranks, groups, verdict; adjacent comparisons when ``compare``."""
+    metrics = list(dict.fromkeys(r["metric"] for r in group))
+    key = metric or (evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0])
+    better = _direction(evaluation, group, key)
+    reference = reference_of(group)
+    values = aligned(group, key, (reference,))
+    ranking = rank_methods(values, better)
+    out = {"metric": key, "higher_is_better": better, "reference": reference, **ranking}
+    if compare and ranking["verdict"] == "ranked":
+        out["adjacent"] = compare_adjacent(values, ranking["order"], better, evaluation.rope.get(key, ROPE), seed)
+    if ranking["verdict"] in ("ranked", "no difference found"):
+        out["required_n"] = required_n(values, ranking["order"])
     return out
 
 
-def method_table(evaluation, group: list[dict], costs: dict) -> tuple[pd.DataFrame, str, dict]:
-    """The ranked table of one evaluation, its note, and its statistics (tiers and p-values)."""
+def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -> tuple[pd.DataFrame, str]:
+    """The ranked table of one evaluation and its note."""
     metrics = list(dict.fromkeys(r["metric"] for r in group))
-    better = {m: _direction(evaluation, group, m) for m in metrics}
-    label = {m: m + (" ↑" if better[m] else " ↓") for m in metrics}
-    key = evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0]
-    reference = next((r.get("reference") for r in group if r.get("reference")), None)
+    label = {m: m + (" ↑" if _direction(evaluation, group, m) else " ↓") for m in metrics}
+    verdict, group_of = statistics["verdict"], statistics.get("group", {})
+    average = statistics.get("average_rank", {})
+    reference = statistics.get("reference")
     rows: dict[str, dict] = {}
     for r in group:
-        row = rows.setdefault(r["method"], {"method": r["method"]})
+        row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
         row[label[r["metric"]]] = fmt(r)
-        row["_" + r["metric"]] = r["mean"]
         row["n"] = r["n"]
-        row["undefined"] = row.get("undefined", 0) + r.get("n_undefined", 0)
-        row["published"] = row.get("published") or _published(r)
-        if not evaluation.cost_columns:  # a cost evaluation's own table already shows them
-            row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
-    ranked = {r["method"]: dict(zip(r["example_ids"], r["values"])) for r in group
-              if r["metric"] == key and r["method"] != reference}
-    ids = sorted(set.intersection(*(set(v) for v in ranked.values()))) if ranked else []
-    statistics = {"metric": key, "higher_is_better": better[key], "reference": reference,
-                  **tiers({m: [v[i] for i in ids] for m, v in ranked.items()}, better[key]),
-                  "intervals": {r["method"]: {} for r in group}}
-    for r in group:
-        statistics["intervals"][r["method"]][r["metric"]] = {k: r.get(k) for k in ("mean", "ci", "ci_method", "ci_note",
-                                                                                   "n", "n_undefined")}
-    shared = {t: list(statistics["tier"].values()).count(t) for t in statistics["tier"].values()}
+        row.setdefault("undefined", 0)
+        row["undefined"] += r.get("n_undefined", 0)
+        if r.get("published"):
+            row["published"] = f"{r['published']['value']:.2f}"
+        row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
     for method, row in rows.items():
-        tier = statistics["tier"].get(method)
-        row["rank"] = ("reference" if method == reference else "unranked" if tier is None
-                       else f"{tier}=" if shared[tier] > 1 else str(tier))
-        row["_tier"] = 0 if method == reference else tier if tier is not None else 10 ** 6
-    frame = pd.DataFrame(rows.values())
-    frame["_order"] = frame["_" + key] * (-1 if better[key] else 1)
-    frame = frame.sort_values(["_tier", "_order"], na_position="last", kind="stable")
-    extra = ["undefined", "published", *dict.fromkeys(c for columns in costs.values() for c in columns)]
-    columns = ["rank", "method", *label.values(), "n"]
-    columns += [c for c in extra if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
+        if method == reference:
+            row["group"], row["_order"] = "reference", -1.0
+        elif verdict == "ranked":
+            row["group"], row["_order"] = str(group_of.get(method, "–")), average.get(method, 1e9)
+        else:
+            row["group"] = {"n too small to rank": "n too small", "no difference found": "="}.get(verdict, "–")
+            row["_order"] = average.get(method, 1e9)
+        row["avg rank"] = f"{average[method]:.2f}" if method in average else ""
+    frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable")
+    columns = ["group", "method", "family", *label.values(), "avg rank", "n"]
+    optional = ["undefined", "published", *dict.fromkeys(c for columns_ in costs.values() for c in columns_)]
+    columns += [c for c in optional if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
-    note = f"tiers by {key}" + (f"; reference method: {reference} (unranked, left out of the tests)"
-                                if reference else "") + _params_note(group)
-    if "undefined" in frame:
-        note += "; undefined = examples where the metric does not exist (e.g. constant scores), left out of the mean"
-    if "published" in frame:
-        note += "; published: " + ", ".join(_sources(group))
-    return frame, note, statistics
+    note = f"ranked by {statistics['metric']}: {_verdict_note(statistics)}"
+    if reference:
+        note += f"; reference method {reference} (unranked, left out of the statistics)"
+    note += _params_note(group) + _notes(evaluation, group)
+    return frame, note
 
 
-def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str, None]:
+def _verdict_note(statistics: dict) -> str:
+    verdict = statistics["verdict"]
+    if verdict == "n too small to rank":
+        return (f"n too small to rank: {statistics['k']} methods need n ≥ {statistics['minimum_n']} examples scored "
+                f"by all of them, here {statistics['n']}")
+    if verdict == "no difference found":
+        return f"no difference found (Friedman p = {statistics['friedman_p']:.2g}, n = {statistics['n']})"
+    if verdict == "ranked":
+        return (f"Friedman p = {statistics['friedman_p']:.2g}, Nemenyi critical difference {statistics['cd']:.2f} "
+                f"average ranks, n = {statistics['n']} examples scored by all {statistics['k']} methods")
+    return verdict
+
+
+def _params_note(group: list[dict]) -> str:
+    params = group[0].get("eval_params") or {}
+    return "; parameters: " + ", ".join(f"{k}={v}" for k, v in params.items()) if params else ""
+
+
+def _notes(evaluation, group: list[dict]) -> str:
+    """What a reader needs to read the table: the target explained, a metric's derivation, beam bounds."""
+    out = ""
+    target = next((r.get("target") for r in group if r.get("target")), None)
+    if target and evaluation.family == "faithfulness":
+        out += f"; target: {target}"
+    if evaluation.derived:
+        out += f"; derived: {evaluation.derived} (not counted as a metric of its own)"
+    beam = next((r for r in group if "examples_with_beam_bounds" in r), None)
+    if beam is not None:
+        broken = {r["method"]: r["beam_bounds_broken"] for r in group if r.get("beam_bounds_broken")}
+        out += (f"; bounds from a beam on {beam['examples_with_beam_bounds']} examples (widths "
+                f"{', '.join(map(str, beam['beam_widths'])) or '–'}, {beam['beam_not_converged']} not converged), "
+                "exact on the rest; orderings that beat a beam bound widened it: "
+                + (", ".join(f"{m} on {k}" for m, k in broken.items()) or "none did"))
+    if any(r.get("published") for r in group):
+        out += "; published: " + ", ".join(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
+    return out
+
+
+def cost_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
+    """Cost as median [interquartile range] per example and per token, with peak memory: not ranked."""
+    rows = {}
+    for r in group:
+        row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
+        row[f"{r['metric']} (median [IQR])"] = fmt_median(r["values"], 4 if "token" in r["metric"] else 3)
+        row["n"] = r["n"]
+        if r["metric"] == evaluation.primary_metric:
+            row["_order"] = (median_iqr(r["values"]) or (float("inf"),))[0]
+    frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable").drop(columns="_order")
+    return frame, "cost is shown as median [interquartile range] over examples and not ranked" + _params_note(group)
+
+
+def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
     rows = []
     for r in group:
         row = {"view / scope": r.get("label") or r["method"], "metric": r["metric"],
                f"mean [{LEVEL:.0%} CI]": fmt(r), "n": r["n"], "per layer": evaluation.layer_summary(r)}
         if any(g.get("published") for g in group):
-            row["published"] = _published(r)
+            row["published"] = f"{r['published']['value']:.2f}" if r.get("published") else ""
         rows.append(row)
-    note = "analysis of the model itself" + _params_note(group)
-    sources = _sources(group)
-    return pd.DataFrame(rows), note + ("; published: " + ", ".join(sources) if sources else ""), None
+    return pd.DataFrame(rows), "analysis of the model itself" + _params_note(group) + _notes(evaluation, group)
 
 
-def leaderboard_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str, dict | None]]:
-    """(title, table, note, statistics) per (model, dataset, evaluation); analyses have no statistics."""
+def cost_lookup(records: list[dict]) -> dict[tuple, dict[str, str]]:
+    """(model, dataset, method) -> {column: median} of the metrics evaluations declare as cost columns."""
+    out: dict[tuple, dict[str, str]] = {}
+    for r in records:
+        columns = EVALS.get(r["eval"]).cost_columns
+        if r["metric"] in columns:
+            label, digits = columns[r["metric"]]
+            stats = median_iqr(r["values"])
+            if stats is not None:
+                out.setdefault((r["model"], r["dataset"], r["method"]), {})[label] = f"{stats[0]:.{digits}f}"
+    return out
+
+
+def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
+    """One table per (model, dataset, evaluation), with its statistics."""
     costs = cost_lookup(records)
     tables = []
     for (model, dataset, eval_name), group in groups(records).items():
         evaluation = EVALS.get(eval_name)
-        title = table_title(model, dataset, eval_name)
-        table = method_table(evaluation, group, costs) if evaluation.needs_methods else analysis_table(evaluation, group)
-        tables.append((title, *table))
+        if not evaluation.needs_methods:
+            frame, note = analysis_table(evaluation, group)
+            tables.append(Table(model, dataset, evaluation, group, frame, note))
+        elif not evaluation.ranked:
+            frame, note = cost_table(evaluation, group)
+            tables.append(Table(model, dataset, evaluation, group, frame, note))
+        else:
+            statistics = rank_table(evaluation, group, seed=seed)
+            frame, note = method_table(evaluation, group, {} if evaluation.cost_columns else costs, statistics)
+            tables.append(Table(model, dataset, evaluation, group, frame, note, statistics))
     return tables
 
 
@@ -163,66 +263,72 @@ def markdown_table(frame: pd.DataFrame) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in cells[1:]])
 
 
-def faithfulness_records(records: list[dict]) -> dict[tuple, list[dict]]:
-    """Records of the faithfulness evaluations by (model, dataset), reference methods left out."""
-    out: dict[tuple, list[dict]] = {}
-    for r in records:
-        if EVALS.get(r["eval"]).family == "faithfulness" and r["method"] != r.get("reference"):
-            out.setdefault((r["model"], r["dataset"]), []).append(r)
+def faithfulness_tables(tables: list[Table]) -> dict[tuple, list[Table]]:
+    """Per suite, its ranked faithfulness tables (derived metrics included; use ``independent`` to leave them out)."""
+    out: dict[tuple, list[Table]] = {}
+    for table in tables:
+        if table.statistics is not None and table.evaluation.family == "faithfulness":
+            out.setdefault((table.model, table.dataset), []).append(table)
     return out
 
 
-def headline_table(records: list[dict], statistics: dict) -> tuple[pd.DataFrame, str] | None:
-    """Methods × (suite, primary faithfulness metric): tier and mean [CI]; sorted by the mean tier."""
-    rows: dict[str, dict] = {}
-    for (model, dataset), group in faithfulness_records(records).items():
-        for eval_name in dict.fromkeys(r["eval"] for r in group):
-            stats = statistics.get(table_title(model, dataset, eval_name))
-            if not stats:
+def headline_table(tables: list[Table]) -> Optional[Table]:
+    """A suite's headline: its independent faithfulness table the evaluations rank first (``headline`` order)."""
+    candidates = [t for t in tables if not t.evaluation.derived]
+    return min(candidates, key=lambda t: t.evaluation.headline, default=None)
+
+
+def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) -> Optional[tuple[pd.DataFrame, str]]:
+    """Kendall's tau between the method orders of each pair of independent faithfulness metrics of a suite, with
+    a bootstrap interval over the examples scored by both."""
+    tables = [t for t in suite_tables if not t.evaluation.derived]
+    if len(tables) < 2:
+        return None
+    per_metric = {}
+    for t in tables:
+        metric = t.statistics["metric"]
+        values = aligned(t.group, metric, (t.statistics.get("reference"), "random"))
+        sign = 1.0 if t.statistics["higher_is_better"] else -1.0
+        per_metric[f"{t.evaluation.name}.{metric}"] = (values, sign)
+    names = list(per_metric)
+    rows = []
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            (va, sa), (vb, sb) = per_metric[a], per_metric[b]
+            common = [m for m in va if m in vb]
+            n = min(len(next(iter(va.values()))), len(next(iter(vb.values()))))
+            oriented = {a: {m: [None if x is None else sa * x for x in va[m][:n]] for m in common},
+                        b: {m: [None if x is None else sb * x for x in vb[m][:n]] for m in common}}
+            result = agreement_interval(oriented, a, b, resamples, seed)
+            if result is None or result["tau"] is None:
                 continue
-            column = f"{short(model)} · {short(dataset)} · {stats['metric']} {'↑' if stats['higher_is_better'] else '↓'}"
-            shared = list(stats["tier"].values())
-            for r in group:
-                if r["eval"] == eval_name and r["metric"] == stats["metric"]:
-                    tier = stats["tier"].get(r["method"])
-                    row = rows.setdefault(r["method"], {"method": r["method"], "_tiers": []})
-                    mark = "–" if tier is None else f"{tier}=" if shared.count(tier) > 1 else str(tier)
-                    row[column] = f"{mark} · {fmt(r)}"
-                    if tier is not None:
-                        row["_tiers"].append(tier)
+            rows.append({"metric A": a, "metric B": b, "methods": result["methods"], "n": result["n"],
+                         "Kendall tau [95% CI]": f"{result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}]",
+                         "_tau": result["tau"], "_ci": result["ci"]})
     if not rows:
         return None
-    for row in rows.values():
-        row["mean tier"] = round(sum(row["_tiers"]) / len(row["_tiers"]), 2) if row["_tiers"] else None
-    frame = pd.DataFrame(rows.values()).sort_values("mean tier", na_position="last", kind="stable")
-    frame = frame.drop(columns="_tiers")
-    frame = frame[["mean tier", "method", *[c for c in frame.columns if c not in ("mean tier", "method")]]]
-    note = ("each cell: tier · mean [95% CI] of the evaluation's primary metric (tiers as in its own table); "
-            "mean tier = the average over the columns a method is ranked in; '–' = unranked")
-    return frame, note
+    note = ("agreement of the method orders between two metrics (each oriented so that higher is better; the "
+            "reference and the random baseline left out): Kendall's tau of the methods' means, with a percentile "
+            f"bootstrap interval over examples ({resamples} resamples); an interval that holds 0 shows no agreement")
+    return pd.DataFrame(rows), note
 
 
-def agreement_tables(records: list[dict]) -> list[tuple[str, pd.DataFrame, str]]:
-    """Per suite, Kendall's tau between the method rankings of each pair of faithfulness metrics."""
-    out = []
-    for (model, dataset), group in faithfulness_records(records).items():
-        scores: dict[str, dict[str, float]] = {}
-        for r in group:
-            if r["mean"] is not None:
-                sign = 1 if _direction(EVALS.get(r["eval"]), group, r["metric"]) else -1  # higher = better for all
-                scores.setdefault(f"{r['eval']}.{r['metric']}", {})[r["method"]] = sign * r["mean"]
-        metrics = list(scores)
-        if len(metrics) < 2:
+def power_table(suite_tables: list[Table]) -> Optional[tuple[pd.DataFrame, str]]:
+    """Per ranked table: the examples needed to separate adjacent methods at 80 % power (pilot: this run)."""
+    rows = []
+    for t in suite_tables:
+        needed = t.statistics.get("required_n")
+        if not needed:
             continue
-        matrix = pd.DataFrame(index=metrics, columns=metrics, dtype=object)
-        for a in metrics:
-            for b in metrics:
-                common = sorted(set(scores[a]) & set(scores[b]))
-                tau = kendalltau([scores[a][m] for m in common], [scores[b][m] for m in common]).statistic \
-                    if len(common) >= 3 else None
-                matrix.loc[a, b] = "n < 3" if tau is None else "undefined" if tau != tau else f"{tau:.2f}"
-        frame = matrix.reset_index().rename(columns={"index": "metric"})
-        out.append((f"{short(model)} · {short(dataset)} · metric agreement", frame,
-                    "Kendall's tau between the method rankings by each pair of metrics (each oriented so that "
-                    "higher is better; reference methods left out); 1 = the same order, 0 = unrelated"))
-    return out
+        ns = [p["n"] for p in needed if p["n"] is not None]
+        never = sum(1 for p in needed if p["n"] is None and p.get("effect") == 0.0)
+        top = needed[0]
+        rows.append({"table": t.evaluation.name, "metric": t.statistics["metric"], "n now": t.statistics["n"],
+                     "n for the top two": "never (identical)" if top["n"] is None else str(top["n"]),
+                     "median n over adjacent pairs": str(int(pd.Series(ns).median())) if ns else "–",
+                     "pairs never separable (identical scores)": never})
+    if not rows:
+        return None
+    note = ("examples a paired t-test needs to separate each pair of adjacent methods with 80 % power at alpha over "
+            "the table's pairs (statsmodels TTestPower on this run's paired differences as the pilot)")
+    return pd.DataFrame(rows), note

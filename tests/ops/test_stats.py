@@ -1,83 +1,122 @@
-"""The statistics behind every table: bootstrap CIs, paired tests, Holm, significance tiers."""
+"""The statistics behind every table, on synthetic data with known effects: interval coverage at the
+leaderboard's sample sizes, ranks that claim only what the data can show, the critical difference by hand,
+equivalence vs undecided, agreement intervals, sample sizes from power."""
+import math
+
 import numpy as np
 import pytest
+from scipy.stats import studentized_range
 
-from attrbench.ops.stats import holm, interval, paired_p, tiers
-
-
-def test_bootstrap_ci_covers_the_true_mean_at_its_level():
-    """400 seeded samples of known mean: the 95 % BCa interval covers it 93-97 % of the time (BCa is
-    slightly below its level for small n: 93.7 % at n = 80, 94.7 % at n = 200 over 1,500 repetitions)."""
-    covered = 0
-    for rep in range(400):
-        data = np.random.default_rng(rep).normal(loc=0.3, scale=1.0, size=200)
-        low, high = interval(data.tolist(), seed=rep)["ci"]
-        covered += low <= 0.3 <= high
-    assert 0.93 <= covered / 400 <= 0.97, covered / 400
-
-
-def test_ci_says_why_instead_of_a_number():
-    assert interval([0.5]) == {"ci": None, "ci_note": "CI needs n ≥ 2 (n = 1)"}
-    assert interval([None, None])["ci"] is None
-    assert interval([0.2, 0.2, None, 0.2])["ci"] == [0.2, 0.2]
-    result = interval([0.1, 0.5, 0.4, None])
-    assert result["ci_method"] == "BCa" and result["ci"][0] < 1 / 3 < result["ci"][1]
+from attrbench.ops.stats import (
+    agreement_interval,
+    compare_adjacent,
+    critical_difference,
+    interval,
+    median_iqr,
+    minimum_n,
+    rank_methods,
+    required_n,
+)
 
 
-def test_holm_matches_the_step_down_definition():
-    assert holm([0.01, 0.04, 0.03]) == pytest.approx([0.03, 0.06, 0.06])
-    assert holm([0.5, 0.9]) == pytest.approx([1.0, 1.0])  # capped at 1, kept monotone
+@pytest.mark.parametrize("n", [4, 10, 60])
+@pytest.mark.parametrize("skewed", [False, True])
+def test_intervals_keep_their_coverage_at_small_n(n, skewed):
+    """The t-interval covers the true mean about 95 % of the time at the n a budgeted leaderboard has (a
+    percentile bootstrap covers 76 / 88 / 92 % at n = 4 / 6 / 10); skewed data (the shape of AOPCs) too."""
+    rng = np.random.default_rng(n)
+    trials, covered = 1000, 0
+    for _ in range(trials):
+        sample = rng.gamma(2.0, 0.1, n) if skewed else rng.normal(0.3, 0.2, n)
+        low, high = interval(sample.tolist())["ci"]
+        covered += low <= (0.2 if skewed else 0.3) <= high
+    assert covered / trials >= (0.90 if n >= 10 else 0.88)
 
 
-def test_paired_p_uses_the_examples_both_define():
-    assert paired_p([1, 2, 3], [1, 2, 3]) == 1.0
-    assert paired_p([1, None], [2, 3]) is None  # one usable pair
+def test_interval_edge_cases():
+    assert interval([None, 1.0])["ci"] is None and "n ≥ 2" in interval([1.0])["ci_note"]
+    assert interval([0.5, 0.5, None])["ci"] == [0.5, 0.5]
+    assert median_iqr([1.0, 2.0, 3.0, None, 4.0]) == (2.5, 1.75, 3.25) and median_iqr([None]) is None
+
+
+def test_a_table_at_n_4_is_too_small_to_rank_and_the_rule_is_the_exact_floor():
     rng = np.random.default_rng(0)
-    a = rng.normal(size=50)
-    assert paired_p(a + 1.0, a) < 1e-6
+    values = {f"m{k}": (k + rng.normal(0, 0.01, 4)).tolist() for k in range(5)}  # a huge effect, 4 examples
+    ranking = rank_methods(values, True)
+    assert ranking["verdict"] == "n too small to rank" and ranking["group"] == {}
+    # the smallest exact two-sided p of a pair, 2/2^n, must pass alpha over the k(k-1)/2 pairs
+    for k in (2, 5, 9, 16, 24):
+        n = minimum_n(k)
+        pairs = k * (k - 1) / 2
+        assert 2 / 2 ** n < 0.05 / pairs <= 2 / 2 ** (n - 1)
+    assert minimum_n(9) == 11 and minimum_n(16) == 13  # the issue's figures: 9 methods need 11, 16 need 13
 
 
-def test_tiers_separate_a_planted_difference_and_not_identical_methods():
+def test_a_real_large_effect_at_n_30_is_separated_and_order_follows_the_groups():
     rng = np.random.default_rng(1)
-    base = rng.normal(size=120)
-    values = {"strong": base + 0.4 + rng.normal(scale=0.3, size=120),
-              "twin_a": base + rng.normal(scale=0.3, size=120)}
-    values["twin_b"] = values["twin_a"].copy()  # identical on every example
-    result = tiers({k: v.tolist() for k, v in values.items()}, higher_is_better=True)
-    assert result["tier"] == {"strong": 1, "twin_a": 2, "twin_b": 2}
-    assert result["p_values"]["twin_a vs twin_b"] == 1.0 and result["p_values"]["strong vs twin_a"] < 0.05
-    lower = tiers({k: v.tolist() for k, v in values.items()}, higher_is_better=False)
-    assert lower["tier"] == {"twin_a": 1, "twin_b": 1, "strong": 2}
+    means = {"a": 0.9, "b": 0.6, "c": 0.6, "d": 0.3, "e": 0.0}
+    values = {m: (mu + rng.normal(0, 0.1, 30)).tolist() for m, mu in means.items()}
+    ranking = rank_methods(values, True)
+    assert ranking["verdict"] == "ranked" and ranking["friedman_p"] < 1e-10
+    group = ranking["group"]
+    assert group["a"] < group["b"] and group["b"] == group["c"] < group["e"]
+    order = ranking["order"]
+    assert order[0] == "a" and order[-1] == "e"
+    assert [group[m] for m in order] == sorted(group[m] for m in order)  # groups never interleave the order
+    lower = rank_methods({m: [-x for x in v] for m, v in values.items()}, False)
+    assert lower["order"] == order  # the direction is honoured
 
 
-def test_tiers_share_rank_one_when_the_data_cannot_separate():
+def test_identical_methods_are_not_separated():
     rng = np.random.default_rng(2)
-    noise = {m: rng.normal(size=12).tolist() for m in ("a", "b", "c")}  # same distribution, few examples
-    assert set(tiers(noise, True)["tier"].values()) == {1}
-    assert tiers({"a": [None, None], "b": [1.0, 2.0]}, True)["tier"] == {"b": 1}  # no defined value: no tier
+    noise = {m: rng.normal(0, 1, 40).tolist() for m in "abcd"}
+    ranking = rank_methods(noise, True)
+    assert ranking["verdict"] in ("no difference found", "ranked")
+    assert set(ranking["group"].values()) == {1}
+    assert rank_methods({"a": [None, None] + [1.0] * 20, "b": [1.0] * 22}, True)["n"] == 20  # complete cases
 
 
-def _record(method, eval_name, metric, mean):
-    return {"model": "m", "dataset": "d", "eval": eval_name, "method": method, "metric": metric, "mean": mean,
-            "ci": [mean - 0.1, mean + 0.1], "n": 5, "n_undefined": 0}
+def test_the_critical_difference_matches_a_hand_computation():
+    """Demšar 2006, Eq. 5: CD = q_alpha sqrt(k(k+1)/(6N)), q_alpha = studentised range / sqrt 2 (his Table 5:
+    q_0.05 = 2.569 for k = 4, 2.728 for k = 5)."""
+    for k, q_table in ((4, 2.569), (5, 2.728)):
+        q = studentized_range.ppf(0.95, k, np.inf) / math.sqrt(2)
+        assert q == pytest.approx(q_table, abs=1e-3)
+        assert critical_difference(k, 30) == pytest.approx(q_table * math.sqrt(k * (k + 1) / 180), abs=1e-3)
 
 
-def test_metric_agreement_is_kendall_tau_of_the_oriented_rankings():
-    from attrbench.report.tables import agreement_tables
+def test_equivalent_and_undecided_are_different_words():
+    rng = np.random.default_rng(3)
+    same = rng.normal(0.5, 0.1, 60)
+    close = {"a": (same + rng.normal(0, 0.001, 60)).tolist(), "b": same.tolist()}
+    [pair] = compare_adjacent(close, ["a", "b"], True, rope=0.01)
+    assert pair["verdict"] == "equivalent" and pair["p_equivalent"] >= 0.95
+    noisy = {"a": rng.normal(0.52, 0.3, 8).tolist(), "b": rng.normal(0.5, 0.3, 8).tolist()}
+    [pair] = compare_adjacent(noisy, ["a", "b"], True, rope=0.01)
+    assert pair["verdict"] == "undecided"
+    better = {"a": (same + 0.2).tolist(), "b": same.tolist()}
+    [pair] = compare_adjacent(better, ["a", "b"], True)
+    assert pair["verdict"] == "better" and pair["difference"] == pytest.approx(0.2) and pair["ci"][0] > 0
 
-    means = {"a": 0.9, "b": 0.5, "c": 0.1, "d": 0.3}
-    records = [_record(m, "erasure_aopc", "comprehensiveness_aopc", v) for m, v in means.items()]
-    records += [_record(m, "erasure_aopc", "sufficiency_aopc", v) for m, v in means.items()]  # lower is better
-    records += [_record(m, "abpc", "abpc", v) for m, v in means.items()]
-    (title, frame, _), = agreement_tables(records)
-    matrix = frame.set_index("metric")
-    assert title == "m · d · metric agreement"
-    assert matrix.loc["erasure_aopc.comprehensiveness_aopc", "abpc.abpc"] == "1.00"
-    assert matrix.loc["erasure_aopc.sufficiency_aopc", "abpc.abpc"] == "-1.00"  # same numbers, opposite direction
+
+def test_agreement_interval_holds_the_truth():
+    rng = np.random.default_rng(4)
+    truth = np.arange(6.0)
+    a = {f"m{k}": (truth[k] + rng.normal(0, 0.5, 50)).tolist() for k in range(6)}
+    b = {f"m{k}": (truth[k] + rng.normal(0, 0.5, 50)).tolist() for k in range(6)}
+    same = agreement_interval({"A": a, "B": b}, "A", "B", resamples=300)
+    assert same["tau"] > 0.7 and same["ci"][0] > 0
+    shuffled = {f"m{k}": b[f"m{(k * 5) % 6}"] for k in range(6)}
+    other = agreement_interval({"A": a, "B": shuffled}, "A", "B", resamples=300)
+    assert other["ci"][0] < same["ci"][0]
+    assert agreement_interval({"A": {"x": [1.0]}, "B": {"x": [1.0]}}, "A", "B") is None
 
 
-def test_pareto_front_keeps_the_undominated_points():
-    from attrbench.report.figures import pareto_front
-
-    points = [(1.0, 0.2), (2.0, 0.5), (3.0, 0.4), (0.5, 0.1), (2.0, 0.6)]
-    assert sorted(pareto_front(points)) == [0, 3, 4]
+def test_required_n_grows_as_the_effect_shrinks_and_identical_pairs_never_separate():
+    rng = np.random.default_rng(5)
+    base = rng.normal(0, 1, 40)
+    values = {"big": (base + 1.0 + rng.normal(0, 0.5, 40)).tolist(),
+              "small": (base + 0.2 + rng.normal(0, 0.5, 40)).tolist(), "none": base.tolist(), "twin": base.tolist()}
+    needed = {tuple(p["pair"]): p for p in required_n(values, ["big", "small", "none", "twin"])}
+    assert needed[("big", "small")]["n"] < needed[("small", "none")]["n"]
+    assert needed[("none", "twin")]["n"] is None and needed[("none", "twin")]["effect"] == 0.0

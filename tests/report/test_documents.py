@@ -20,62 +20,82 @@ def config_file(tmp_path):
     return path
 
 
-def test_report_renders_in_headless_chromium(config_file, tmp_path):
+REPORT_CONFIG = CONFIG.replace("n = 5", "n = 10").replace('methods = ["alti", "blank_out", "atb_ln_ff_res"]',
+                                                              'methods = ["alti", "blank_out", "grad_l2", "atb_ln_ff_res"]')
+
+
+def browser_or_skip() -> str:
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
         if os.environ.get("ATTRBENCH_REQUIRE_BROWSER"):
             pytest.fail("chromium is not installed but ATTRBENCH_REQUIRE_BROWSER is set")
         pytest.skip("chromium is not installed (apt-get install chromium)")
-    config = read_config(config_file)
-    run_leaderboard(config, tmp_path / "run", progress=False)
+    return browser
+
+
+def render(browser: str, page: str, tmp_path, script: str) -> str:
+    """The DOM of ``page`` after ``script`` ran on load, in headless Chromium at 1280 px."""
+    probe = tmp_path / "probe.html"
+    probe.write_text(page.replace("</body>", f"<script>window.addEventListener('load', () => {{{script}}});"
+                                  "</script></body>"))
+    return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
+                           "--window-size=1280,2000", probe.as_uri()], capture_output=True, text=True,
+                          timeout=120).stdout
+
+
+def test_report_renders_in_headless_chromium(tmp_path):
+    browser = browser_or_skip()
+    path = tmp_path / "tiny.toml"
+    path.write_text(REPORT_CONFIG)
+    run_leaderboard(read_config(path), tmp_path / "run", progress=False)
     store_bytes = (tmp_path / "run" / "store.sqlite").read_bytes()
     paths = write_report(tmp_path / "run")
     assert (tmp_path / "run" / "store.sqlite").read_bytes() == store_bytes  # the report reads the store, never writes
     page = paths["html"].read_text()
     assert "http://" not in page and "https://" not in page  # self-contained
-    probe = tmp_path / "probe.html"  # the report plus a script that counts images the browser decoded
-    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {const im = "
-                                  "[...document.images]; document.body.dataset.decoded = im.filter(i => i.complete "
-                                  "&& i.naturalWidth > 0).length; document.body.dataset.shrunk = im.filter(i => "
-                                  "(i.alt.includes('example_maps') || i.alt.includes('vs cost')) && i.clientWidth < 0.95 * i.naturalWidth).length;"
-                                  "});</script></body>"))
-    dom = subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                          "--disable-background-networking", "--disable-component-update", "--disable-sync",
-                          f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
-                          "--window-size=1280,2000",
-                          probe.as_uri()], capture_output=True, text=True, timeout=120).stdout
-    assert dom.count("<table") == paths["tables"] == 11  # headline, metric agreement, 9 evaluation tables
-    assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 9
-    assert 'data-shrunk="0"' in dom  # heatmaps show at their own size, so token labels keep their font size
-    for title in ("faithfulness_corr", "erasure_aopc", "mixing_ratio", "context_change", "example_maps"):
+    script = ("const im = [...document.images]; const b = document.body.dataset;"
+              "b.decoded = im.filter(i => i.complete && i.naturalWidth > 0).length;"
+              "b.shrunk = im.filter(i => (i.alt.includes('example_maps') || i.alt.includes('vs cost')) "
+              "&& i.clientWidth < 0.95 * i.naturalWidth).length;"
+              "b.overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;"
+              "const s = document.querySelector('section.suite'); const kids = [...s.children].map(e => e.tagName);"
+              "b.suite = kids.join(',');"
+              "b.cdtop = s.querySelector('img').getBoundingClientRect().top;")
+    dom = render(browser, page, tmp_path, script)
+    assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 10
+    assert 'data-shrunk="0"' in dom  # heatmaps and the Pareto figure show at their own size
+    assert 'data-overflow="0"' in dom  # nothing scrolls sideways at 1280 px
+    # a suite reads in a minute: its CD diagram, the short table, its note, then faithfulness vs cost
+    assert 'data-suite="H2,FIGURE,TABLE,P,FIGURE"' in dom
+    top = float(re.search(r'data-cdtop="([\d.]+)"', dom)[1])
+    assert top < 2000  # the CD diagram of the first suite is on the first screen, right after the findings
+    for title in ("faithfulness_corr", "erasure_aopc", "naopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
-    assert leaderboard.count("\n## ") == 11 and "| rank | method | spearman ↑" in leaderboard
-    sections = leaderboard.split("\n## ")[1:]
-    assert sections[0].startswith("Headline") and "pareto.png" in sections[0] and "| mean tier | method |" in sections[0]
-    assert sections[1].startswith("tiny-gpt2 · sva-generated · metric agreement")
-    faithfulness_section = next(x for x in sections if x.startswith("tiny-gpt2 · sva-generated · faithfulness_corr"))
-    assert "faithfulness_corr.png" in faithfulness_section  # each figure next to its table
-    # the reference is shown, unranked; every other value is mean [CI]; tiers and CIs are explained once
-    assert "| reference | blank_out | 1.000 [1.000, 1.000] |" in leaderboard
-    assert re.search(r"\| 1=? \| alti \| -?\d\.\d{3} \[-?\d\.\d{3}, -?\d\.\d{3}\] \|", leaderboard)
-    assert "Rank = significance tier" in leaderboard and "Rank = significance tier" in dom
-    assert "BCa, 9999 resamples" in leaderboard and "± " not in leaderboard
+    findings = leaderboard.split("## Findings")[1].split("\n## ")[0]
+    assert "tiny-gpt2 · sva-generated: by naopc naopc_comprehensiveness (n = 10)" in findings or \
+        "too few to rank" in findings or "no method differs" in findings
+    assert "| group | method | family | naopc_comprehensiveness ↑ | n | s / example | × forward pass |" in leaderboard
+    assert "| reference | blank_out |" in leaderboard  # the agreement reference is shown, unranked
+    assert "| random | baseline |" in leaderboard.replace("| 1 | random | baseline |", "| random | baseline |") or \
+        re.search(r"\| [\d=a-z ]+ \| random \| baseline \|", leaderboard)
+    assert "mean [95% CI] over examples (Student t)" in leaderboard and "± " not in leaderboard
     visible = re.sub(r'src="data:[^"]*"', "", page)  # base64 images may spell anything
     assert not re.search(r"\bnan\b", visible + leaderboard, re.IGNORECASE)
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
-    faithfulness = statistics["tiny-gpt2 · sva-generated · faithfulness_corr"]
-    assert faithfulness["reference"] == "blank_out" and set(faithfulness["tier"]) == {"alti"}
+    naopc = statistics["tiny-gpt2 · sva-generated · naopc"]
+    assert naopc["n"] == 10 and naopc["k"] == 4 and naopc["verdict"] in ("ranked", "no difference found")
+    assert "sample sizes for 80 % power" in leaderboard and "metric agreement" in leaderboard
 
 
 def test_leaderboard_names_a_task_models_own_weights():
     from attrbench.report import model_line
 
-    task = {"model_source": "/c/tasks/m", "weights_sha256": "a" * 64,
-            "loaded_weights_sha256": {"model.safetensors": "b" * 64},
+    task = {"model_source": "/c/tasks/m", "weights_sha256": "b" * 64, "base": "minilm-l6", "base_sha256": "a" * 64,
             "training": {"built": "2026-11-21 14:11:38", "dev_accuracy": 0.8819}}
-    assert model_line("m", task) == ("- model `m`: /c/tasks/m, weights sha256 bbbbbbbbbbbb… (base model aaaaaaaaaaaa…);"
-                                     " trained locally 2026-11-21 14:11:38, accuracy 0.882")
+    assert model_line("m", task) == ("- model `m`: /c/tasks/m, weights sha256 bbbbbbbbbbbb… (base minilm-l6 "
+                                     "aaaaaaaaaaaa…); adapters trained 2026-11-21 14:11:38, accuracy 0.882")
     zoo = {"model_source": "/c/z", "weights_sha256": "c" * 64}
     assert model_line("z", zoo) == "- model `z`: /c/z, weights sha256 cccccccccccc…"
-
