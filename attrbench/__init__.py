@@ -8,7 +8,7 @@ from ._version import __version__
 from .decompose import Decomposition, decompose
 from .errors import AttrbenchError, CompletenessError, InputError, ModelLoadError, UnknownPluginError
 from .models import load_model
-from .plugin.registry import register
+from .registry import register
 from .runtime.options import RunOptions
 from .runtime.pipeline import evaluate
 

@@ -15,8 +15,8 @@ import transformers
 from .decompose import FF_ATTRIBUTIONS, decompose
 from .errors import AttrbenchError, InputError, one_line
 from .models import list_models, load_model, supported_architectures
-from .models.training.tasks import TASK_MODELS, task_model_folder, training_record
-from .plugin.registry import DATASETS, EVALS, METHODS
+from .models.training.tasks import TASK_MODELS, retrain, task_model_folder, training_record
+from .registry import DATASETS, EVALS, METHODS
 from .report import write_report
 from .report.plot import plot_maps, plot_scores
 from .runtime.config import read_config
@@ -36,15 +36,19 @@ def add_run_options(p: argparse.ArgumentParser, dtype: bool = True) -> None:
     """The options of :class:`~attrbench.runtime.options.RunOptions`, the same on every command that computes."""
     if dtype:
         p.add_argument("--dtype", default="float32", choices=list(DTYPES))
+    p.add_argument("--device", help="auto, cpu, cuda, cuda:N or mps (default: cpu; a run config may set it)")
     p.add_argument("--threads", type=int, help="torch threads of this process (default: torch's choice)")
     p.add_argument("--batch-size", type=int, default=RunOptions.batch_size,
-                   help=f"perturbed sequences per forward pass (default {RunOptions.batch_size})")
+                   help=f"perturbed sequences per forward pass where a method batches its own (default "
+                        f"{RunOptions.batch_size})")
+    p.add_argument("--batch-tokens", type=int, help="padded tokens per batch of the evaluations' model-output "
+                                                    "requests (default: 4096 on CPU, 65536 on CUDA)")
 
 
 def run_options(args, **fixed) -> RunOptions:
     """The run options a command's arguments give (``fixed`` ones, e.g. a config's dtype, win), applied."""
-    values = {"dtype": getattr(args, "dtype", None), "threads": args.threads, "batch_size": args.batch_size,
-              "progress": not args.json}
+    values = {"dtype": getattr(args, "dtype", None), "device": args.device, "threads": args.threads,
+              "batch_size": args.batch_size, "batch_tokens": args.batch_tokens, "progress": not args.json}
     options = RunOptions().with_(**{**values, **fixed})
     options.apply()
     return options
@@ -69,15 +73,15 @@ def _csv(text: str | None) -> list[str] | None:
     return [t.strip() for t in text.split(",") if t.strip()] if text else None
 
 
-def _plugin_params(items: list[str] | None) -> tuple[dict, dict]:
-    """``--param PLUGIN.NAME=VALUE`` options -> (method_params, eval_params); VALUE is read as JSON when it
-    parses (numbers, true/false, null), else as text."""
-
-    methods, evals = {}, {}
+def _plugin_params(items: list[str] | None) -> tuple[dict, dict, dict]:
+    """``--param PLUGIN.NAME=VALUE`` options -> (method_params, eval_params, dataset_params); VALUE is read as
+    JSON when it parses (numbers, true/false, null), else as text. A dataset's parameters need no dataset
+    name's prefix beyond its own (``sst2.target=label``)."""
+    methods, evals, datasets = {}, {}, {}
     for item in items or []:
         match = re.fullmatch(r"([\w-]+)\.(\w+)=(.*)", item, re.S)
         if not match:
-            raise InputError(f"--param '{item}' is not PLUGIN.NAME=VALUE, e.g. naopc.beam_width=2")
+            raise InputError(f"--param '{item}' is not PLUGIN.NAME=VALUE, e.g. naopc.max_beam_width=5")
         plugin, name, text = match.groups()
         try:
             value = json.loads(text)
@@ -87,10 +91,12 @@ def _plugin_params(items: list[str] | None) -> tuple[dict, dict]:
             evals.setdefault(plugin, {})[name] = value
         elif plugin in METHODS.names():
             methods.setdefault(plugin, {})[name] = value
+        elif plugin in DATASETS.names():
+            datasets.setdefault(plugin, {})[name] = value
         else:
-            raise InputError(f"--param '{item}': '{plugin}' is neither a method nor an evaluation (see `attrbench "
-                             "methods` and `attrbench evals`)")
-    return methods, evals
+            raise InputError(f"--param '{item}': '{plugin}' is not a method, evaluation or dataset (see `attrbench "
+                             "methods`, `attrbench evals` and `attrbench datasets`)")
+    return methods, evals, datasets
 
 
 def cmd_models(args) -> None:
@@ -102,9 +108,9 @@ def cmd_models(args) -> None:
         print(f"{row['name']:<16} {row['kind']:<12} {row['description']}")
         training = row.get("training")
         if row["kind"].startswith("task"):
-            accuracy = None if training is None else training.get("dev_accuracy", training.get("test_accuracy"))
-            print(f"{'':<29}" + ("not built yet: `attrbench prepare` (or first use) trains it" if training is None
-                                 else f"trained here {training['built']}, accuracy {accuracy:.3f}"))
+            accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
+            print(f"{'':<29}adapters trained {training['built']}, accuracy {accuracy:.3f}; merged into the base "
+                  "weights on first use (seconds)")
     print("\nAlso: any local folder or hub id (org/name) of a supported architecture:")
     for name, description in supported_architectures().items():
         print(f"  {name:<11} {description}")
@@ -147,7 +153,8 @@ def cmd_datasets(args) -> None:
 
 def cmd_decompose(args) -> None:
     _quiet_transformers()
-    adapter = load_model(args.model, dtype=run_options(args).dtype)
+    options = run_options(args)
+    adapter = load_model(args.model, dtype=options.dtype, device=options.device)
     results = decompose(adapter, args.text, scopes=_csv(args.scopes), layers=_parse_layers(args.layers),
                         value_bias=args.value_bias, truncate=args.truncate, ff_attribution=args.ff_attribution,
                         shapley_samples=args.shapley_samples, progress=not args.json)
@@ -186,15 +193,16 @@ def cmd_attribute(args) -> None:
                              f"`attrbench decompose --scopes {method.name}`")
         if args.ff_attribution != "ig" and "ff_attribution" not in method.params:
             raise InputError(f"'{method.name}' does not go through the FF block, so it has no FF split to choose")
-    method_params, eval_params = _plugin_params(args.param)
-    unused = (set(method_params) - {m.name for m in methods}) | set(eval_params)
+    method_params, eval_params, dataset_params = _plugin_params(args.param)
+    unused = (set(method_params) - {m.name for m in methods}) | set(eval_params) | set(dataset_params)
     if unused:
         raise InputError(f"--param names {', '.join(sorted(unused))}, which is not among --method "
                          f"{','.join(m.name for m in methods)}")
     options = {"value_bias": args.value_bias, "ff_attribution": args.ff_attribution}
     methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params} | method_params.get(m.name, {}))
                for m in methods]
-    adapter = load_model(args.model, dtype=run_options(args).dtype)
+    options = run_options(args)
+    adapter = load_model(args.model, dtype=options.dtype, device=options.device)
     results = [method(adapter, [args.text], target=args.target, truncate=args.truncate)[0] for method in methods]
     tokens = results[0].tokens
     if args.plot:
@@ -212,6 +220,16 @@ def cmd_attribute(args) -> None:
     print(table.round(4).to_string())
 
 
+def _accuracy_line(rec: dict) -> str:
+    if rec["task"] == "sst2":
+        return (f"SST-2 dev accuracy {rec['dev_accuracy']:.4f} ({rec['dev_examples']} sentences), {rec['steps']} steps "
+                f"on {rec['train_examples']} phrases, trained in {rec['train_seconds']:.0f} s")
+    by = ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in rec["test_accuracy_by_attractors"].items())
+    return (f"held-out accuracy {rec['test_accuracy']:.4f} ({rec['split']['test']} sentences; validation "
+            f"{rec['val_accuracy']:.4f}); by attractors {by}; {rec['steps']} steps on {rec['train_examples']} "
+            f"sentences, trained in {rec['train_seconds']:.0f} s")
+
+
 def cmd_prepare(args) -> None:
     _quiet_transformers()
     names = _csv(args.models) or list(TASK_MODELS)
@@ -220,31 +238,41 @@ def cmd_prepare(args) -> None:
             raise InputError(f"'{name}' is not a task model; task models: {', '.join(TASK_MODELS)}")
     records = {}
     for name in names:
-        folder = task_model_folder(name, progress=not args.json)
-        records[name] = {"folder": str(folder), **training_record(name)}
+        if args.retrain:
+            folder, record = retrain(name, progress=not args.json)
+            record["same_as_shipped"] = record["merged_sha256"] == training_record(name)["merged_sha256"]
+        else:
+            folder, record = task_model_folder(name), training_record(name)
+        records[name] = {"folder": str(folder), **record}
     if args.json:
         print(json.dumps(records, indent=1))
         return
     for name, rec in records.items():
-        if rec["task"] == "sst2":
-            print(f"{name}: SST-2 dev accuracy {rec['dev_accuracy']:.4f} ({rec['dev_examples']} sentences), "
-                  f"{rec['steps']} steps on {rec['train_examples']} phrases, trained in {rec['train_seconds']:.0f} s")
+        print(f"{name}: {_accuracy_line(rec)}")
+        if args.retrain:
+            shipped = training_record(name)
+            print(f"  retrained from scratch: merged weights sha256 {rec['merged_sha256'][:12]}… "
+                  + ("= the shipped model's" if rec["same_as_shipped"] else
+                     f"differ from the shipped {shipped['merged_sha256'][:12]}… (training is deterministic per CPU "
+                     "family, not across them: the last bits may differ)")
+                  + f"; use it with --model {rec['folder']}")
         else:
-            by = ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in rec["test_accuracy_by_attractors"].items())
-            print(f"{name}: held-out accuracy {rec['test_accuracy']:.4f} ({rec['split']['test']} sentences; "
-                  f"validation {rec['val_accuracy']:.4f}); by attractors {by}; {rec['steps']} steps on "
-                  f"{rec['train_examples']} sentences, trained in {rec['train_seconds']:.0f} s")
-        print(f"  cached in {rec['folder']}")
+            print(f"  merged from the shipped adapters into {rec['folder']} (weights sha256 "
+                  f"{rec['merged_sha256'][:12]}…, as recorded)")
 
 
 def cmd_eval(args) -> None:
     _quiet_transformers()
-    method_params, eval_params = _plugin_params(args.param)
+    method_params, eval_params, dataset_params = _plugin_params(args.param)
+    unused = sorted(set(dataset_params) - {args.dataset})
+    if unused:
+        raise InputError(f"--param names dataset {unused[0]}, which is not --dataset {args.dataset}")
     options = run_options(args)
-    adapter = load_model(args.model, dtype=options.dtype)
+    adapter = load_model(args.model, dtype=options.dtype, device=options.device)
     records = evaluate(adapter, _csv(args.method) or [], _csv(args.eval) or [], args.dataset, n=args.n,
                        seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir, options=options,
-                       method_params=method_params, eval_params=eval_params)
+                       method_params=method_params, eval_params=eval_params,
+                       dataset_params=dataset_params.get(args.dataset))
     info = provenance(adapter, dataset=args.dataset, split=args.split, n=args.n, seed=args.seed, rank=args.rank,
                       evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir,
                       params=args.param or [])
@@ -267,19 +295,24 @@ def cmd_run(args) -> None:
     _quiet_transformers()
     config = read_config(args.config)
     run_dir = Path(args.out) / config["name"]
-    options = run_options(args, dtype=config["dtype"], threads=args.workers if args.executor == "local" else None)
+    if args.device:
+        config["device"] = args.device
+    options = run_options(args, dtype=config["dtype"], device=config.get("device"),
+                          threads=args.workers if args.executor == "local" else None)
     executor = RayExecutor(args.address, args.workers) if args.executor == "ray" else LocalExecutor()
-    summary = run_leaderboard(config, run_dir, executor, options)
+    summary = run_leaderboard(config, run_dir, executor, options, budget=args.budget, extend=args.extend)
     start = time.perf_counter()
     paths = write_report(run_dir)
     summary["report_seconds"] = time.perf_counter() - start
     if args.json:
         print(json.dumps({**summary, **{k: str(v) for k, v in paths.items()}}))
         return
-    print(f"\nrun '{config['name']}': {summary['units']} units ({summary['computed']} computed, "
-          f"{summary['reused']} already stored); planning (loading models, building missing task models, "
-          f"sampling) {summary['plan_seconds']:.0f} s, computing "
-          f"{summary['compute_seconds']:.0f} s, report {summary['report_seconds']:.0f} s")
+    state = (f"budget spent: {summary['missing_jobs']} jobs left for a later run (same command, a larger --budget)"
+             if summary["stopped_by_budget"] else "every planned row is computed")
+    print(f"\nrun '{config['name']}': {summary['rows']} rows computed in {summary['jobs']} jobs "
+          f"({summary['model_rows']} model outputs, {summary['attributions']} attributions); {state}. Planning "
+          f"(loading models, sampling) {summary['plan_seconds']:.0f} s, computing {summary['compute_seconds']:.0f} s, "
+          f"report {summary['report_seconds']:.0f} s")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
 
 
@@ -295,7 +328,7 @@ def cmd_report(args) -> None:
 def cmd_score(args) -> None:
     _quiet_transformers()
     options = run_options(args)
-    adapter = load_model(args.model, dtype=options.dtype)
+    adapter = load_model(args.model, dtype=options.dtype, device=options.device)
     records = score_attributions(adapter, args.attributions, _csv(args.eval) or [], args.dataset, rank=args.rank,
                                  name=args.name, options=options)
     path = write_results(records, args.out, provenance(adapter, dataset=args.dataset, attributions=args.attributions))
@@ -376,7 +409,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"],
                    help="Spearman convention: scipy (tie-corrected, default) or dense (the ALTI scripts)")
     p.add_argument("--param", action="append", metavar="PLUGIN.NAME=VALUE",
-                   help="a method's or evaluation's parameter (repeatable), e.g. naopc.beam_width=2 or "
+                   help="a method's or evaluation's parameter (repeatable), e.g. naopc.max_beam_width=5 or "
                         "faithfulness_corr.reference_method=blank_out; see `attrbench methods/evals --json`")
     p.add_argument("--data-dir", help="a folder laid out like attrbench/data (default: the shipped data)")
     add_run_options(p)
@@ -392,8 +425,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("prepare", help="build the task models (fine-tuned SST-2 classifier, SVA probe) now")
+    p = sub.add_parser("prepare", help="build the task models (SST-2 classifier, SVA probe) from their shipped adapters")
     p.add_argument("--models", help="comma-separated (default: all task models)")
+    p.add_argument("--retrain", action="store_true", help="train them from scratch instead (minutes; into the cache's "
+                                                          "retrained/ folder, not used unless named with --model)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_prepare)
 
@@ -404,6 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--executor", default="local", choices=["local", "ray"])
     p.add_argument("--address", help="Ray cluster address (default: ray.init() starts or joins a local one)")
     p.add_argument("--workers", type=int, help="local: torch threads; ray: CPUs of a local Ray instance")
+    p.add_argument("--budget", help="stop starting new shards after this long, e.g. 15m, 2h, 900 (seconds); a later "
+                                    "run continues (default: the config's budget, else none)")
+    p.add_argument("--extend", metavar="RUN_DIR", help="start from a copy of another run's results (e.g. "
+                                                       "reports/default) and compute only what this config adds")
     add_run_options(p, dtype=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)

@@ -13,7 +13,7 @@ import copy
 from dataclasses import dataclass
 from typing import Any, ClassVar, Optional
 
-from ..errors import InputError
+from .errors import InputError
 
 
 @dataclass(frozen=True)

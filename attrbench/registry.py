@@ -22,7 +22,7 @@ import pkgutil
 from importlib.metadata import entry_points
 from typing import Any
 
-from ..errors import UnknownPluginError
+from .errors import UnknownPluginError
 
 
 class Registry:

@@ -28,7 +28,7 @@ from attrbench.evals import naopc  # noqa: E402
 from attrbench.models import load_model  # noqa: E402
 from attrbench.ops.perturb import Deletions  # noqa: E402
 from attrbench.ops.targets import resolve_text  # noqa: E402
-from attrbench.plugin.registry import EVALS  # noqa: E402
+from attrbench.registry import EVALS  # noqa: E402
 from attrbench.runtime.config import read_config  # noqa: E402
 
 

@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "attrbench"
 PLUGIN_FOLDERS = ("methods", "evals", "datasets/builtin")
 # third-party packages a module may import inside a function: optional, or heavy to import when unused
 HEAVY = {"captum", "shap", "numba", "ray", "yaml", "networkx", "sklearn", "peft", "datasets", "nbclient",
-         "nbformat", "IPython", "pyarrow"}
+         "nbformat", "IPython", "pyarrow", "scikit_posthocs", "baycomp", "statsmodels"}
 HEAVY_INTERNAL = {"attrbench.decompose.shapley.fused"}  # imports numba at its top
 
 

@@ -110,7 +110,7 @@ BAD_TARGETS = {  # (model, target) -> the words of the one error every method gi
 @pytest.mark.parametrize("model,target", list(BAD_TARGETS))
 def test_bad_target_is_the_same_error_for_every_method(tiny_models, model, target):
     """Targets are validated once, before any method runs: rollouts and maps refuse what gradients refuse."""
-    from attrbench.plugin.registry import METHODS
+    from attrbench.registry import METHODS
 
     adapter = tiny_models[(model, "float32")]
     messages = set()
@@ -124,7 +124,7 @@ def test_bad_target_is_the_same_error_for_every_method(tiny_models, model, targe
 
 
 def test_every_method_records_the_resolved_target(tiny_models):
-    from attrbench.plugin.registry import METHODS
+    from attrbench.registry import METHODS
 
     adapter = tiny_models[("tiny-gpt2", "float32")]
     ids = adapter.tokenizer(" is are")["input_ids"]
@@ -141,7 +141,7 @@ def test_headless_model_takes_row_targets_only(tmp_path):
     model.bert.save_pretrained(tmp_path)  # the encoder without its masked-LM head
     tok.save_pretrained(tmp_path)
     adapter = load_model(str(tmp_path))
-    from attrbench.plugin.registry import METHODS
+    from attrbench.registry import METHODS
 
     result = METHODS.get("alti")(adapter, ["a wonderful film"], target="position:2")[0]
     assert result.meta["row"] == 2 and result.meta["index"] is None
@@ -167,16 +167,14 @@ def test_user_text_in_an_error_stays_one_line(capsys):
     assert err.count("\n") == 1 and "--method" in err and "--help" in err
 
 
-def test_planner_validates_every_target_before_any_unit_runs(tiny_models):
+def test_planner_validates_every_target_before_any_job_runs(tiny_models):
     from attrbench.datasets.base import Example
-    from attrbench.plugin.registry import EVALS
-    from attrbench.runtime.plan import plan_units, select_methods
+    from attrbench.runtime.plan import check_targets
 
     adapter = tiny_models[("tiny-gpt2", "float32")]
-    methods, named = select_methods(adapter, ["alti"])
     good = Example("mine:1", "the keys to the cabinet", "contrast:are/is", {})
-    assert len(plan_units(adapter, "mine", None, [EVALS.get("erasure_aopc")], methods, named, [good])) == 1
+    check_targets(adapter, [good])
     bad = Example("mine:2", "the keys to the cabinet", "class:1", {})
     with pytest.raises(InputError, match="example mine:2: 'tiny-gpt2' is a language model") as err:
-        plan_units(adapter, "mine", None, [EVALS.get("erasure_aopc")], methods, named, [good, bad])
+        check_targets(adapter, [good, bad])
     _one_line(err)

@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from attrbench.cli import main
 from attrbench.models.tiny import VOCAB, build_tiny
 from attrbench.ops.targets import KINDS, Target
-from attrbench.plugin.registry import EVALS, METHODS
+from attrbench.registry import EVALS, METHODS
 
 EXAMPLES = int(os.environ.get("ATTRBENCH_FUZZ_EXAMPLES", "100"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, database=None,
@@ -314,10 +314,16 @@ def test_fuzz_run_config(tmp_path_factory, top, suites, fmt):
     else:
         path.write_bytes(_toml(config).encode()[: len(_toml(config)) // 2] + b"\xff[[")
     code, out = run_cli("run config", ["run", str(path), "--out", str(folder / "runs"), "--json"])
-    for store in (folder / "runs").rglob("*.sqlite"):  # whatever was stored is whole and finite
+    for store in (folder / "runs").rglob("store.sqlite"):  # whatever was stored is whole and finite
         with sqlite3.connect(store) as db:
-            for (payload,) in db.execute("SELECT payload FROM units"):
+            for (payload,) in db.execute("SELECT payload FROM results"):
                 assert_finite(loads_strict(payload), "store")
+    for cache in (folder / "runs").rglob("work.sqlite"):  # and so is the shared-work cache beside it
+        with sqlite3.connect(cache) as db:
+            for (payload,) in db.execute("SELECT payload FROM attributions"):
+                assert_finite(loads_strict(payload), "work cache")
+            for (value,) in db.execute("SELECT value FROM forward"):
+                assert_finite(value, "work cache")
     if code == 0:
         summary = loads_strict(out)
         assert Path(summary["leaderboard"]).is_file() and Path(summary["html"]).is_file()

@@ -92,7 +92,8 @@ def agreement_examples(adapter, dataset: Dataset, rows: list[dict], split: str, 
         examples.append(Example(f"{dataset.name}:{r['row']}", text, target, meta))
     notes = {"split": split, "skipped_multi_token_or_empty": skipped,
              "file_sha256": file_sha256(dataset.file("all", data_dir)),
-             "target": {"sva": "probe class of the correct number", "masked_lm": "logit(correct) - logit(wrong) at "
-                        "the mask", "causal_lm": "logit(correct) - logit(wrong) for the next token after the "
-                        "left context"}[task]}
+             "target": {"sva": "the probe's class of the correct number", "masked_lm": "logit(correct) - "
+                        "logit(wrong) at the mask (erasure metrics score its sigmoid, p(correct | {correct, wrong}))",
+                        "causal_lm": "logit(correct) - logit(wrong) for the next token after the left context "
+                        "(erasure metrics score its sigmoid, p(correct | {correct, wrong}))"}[task]}
     return examples, notes

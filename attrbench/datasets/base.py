@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import InputError
+from ..params import Configurable
 
 PACKAGE_DATA = Path(__file__).parent / "data"
 
@@ -27,17 +28,17 @@ def data_path(relative: str, data_dir: Optional[str | Path] = None) -> Path:
     return path
 
 
-class Dataset:
+class Dataset(Configurable):
     """Base class of a dataset plugin: turns the rows of its files into examples with targets for a model.
 
     Subclasses set ``name``, ``family``, ``description``, ``reference`` (source and licence),
     ``files`` (split -> path under the data folder) and ``default_split``, and implement
     :meth:`examples`. Built-ins live in ``attrbench/datasets/builtin/``; third parties register
-    through the entry-point group ``attrbench.datasets``.
+    through the entry-point group ``attrbench.datasets``. Declared ``params`` (e.g. which target an
+    example is explained for) are set per suite (``dataset_params``) or with ``--param NAME.PARAM=VALUE``.
     """
 
     kind = "dataset"
-    name: str = ""
     family: str = ""
     description: str = ""
     reference: str = ""

@@ -9,27 +9,27 @@ from typing import Optional
 import numpy as np
 
 from ..errors import InputError
-from ..plugin.registry import DATASETS
+from ..registry import DATASETS
 from .base import Dataset, Example
 from .files import FileDataset, looks_like_file
 
 
-def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=None) -> tuple[list[Example], dict]:
+def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=None,
+                 params: Optional[dict] = None) -> tuple[list[Example], dict]:
     """All examples of ``dataset`` as ``adapter`` reads them, and notes (split, skipped rows, file hash).
+    ``params``: the dataset plugin's parameters (e.g. sst2's ``target``).
 
     Texts longer than the model's positions are left out (and counted), never truncated: a cut
     could remove the very word the target reads.
     """
-    examples, notes = _examples(adapter, dataset, split, data_dir)
+    plugin = dataset_plugin(dataset).with_params(**(params or {}))
+    examples, notes = plugin.examples(adapter, split or plugin.default_split, data_dir)
+    if plugin.params:
+        notes["dataset_params"] = plugin.get_params()
     lengths = [len(ids) for ids in adapter.tokenizer([e.text for e in examples])["input_ids"]]
     fits = [e for e, n in zip(examples, lengths) if n <= adapter.max_positions]
     notes["skipped_too_long"] = len(examples) - len(fits)
     return fits, notes
-
-
-def _examples(adapter, dataset: str, split: Optional[str], data_dir) -> tuple[list[Example], dict]:
-    plugin = dataset_plugin(dataset)
-    return plugin.examples(adapter, split or plugin.default_split, data_dir)
 
 
 def dataset_plugin(name: str) -> Dataset:
@@ -43,14 +43,14 @@ def dataset_plugin(name: str) -> Dataset:
 
 
 def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example]:
-    """A seeded sample of ``n`` examples (all when n is None or larger), in file order."""
+    """The first ``n`` examples of a seeded random order (all of them, in that order, when n is None or larger):
+    the sample of size n is the start of the sample of size n + 1, so raising n extends a sample instead of
+    drawing another (anytime runs grow their cells)."""
     if not examples:
         raise InputError("the dataset has no usable example for this model (all skipped)")
     if n is not None and n < 1:
         raise InputError(f"--n {n}: the sample must hold at least one example")
     if seed < 0:
         raise InputError(f"--seed {seed}: the sampling seed must be 0 or more")
-    if n is None or n >= len(examples):
-        return list(examples)
-    picked = np.sort(np.random.default_rng(seed).choice(len(examples), size=n, replace=False))
-    return [examples[k] for k in picked]
+    order = np.random.default_rng(seed).permutation(len(examples))
+    return [examples[k] for k in order[:n]]

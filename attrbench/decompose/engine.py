@@ -134,7 +134,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     n, d = cap.x.shape
     norm_first, ff = spec.norm_first, spec.ff
     keep_parts = options.keep_parts
-    maps = {s: torch.zeros(n, n, dtype=cap.x.dtype) for s in [*scopes, *(m.name for m in derived)]}
+    maps = {s: cap.x.new_zeros(n, n) for s in [*scopes, *(m.name for m in derived)]}
     residuals = {s: 0.0 for s in scopes if s != "attn_w"}
     kept: dict[str, list] = {s: [] for s in residuals} if keep_parts else {}
     sampling_se = 0.0
@@ -186,7 +186,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
 
     for r0 in range(0, n, rows_per_chunk):
         r1 = min(n, r0 + rows_per_chunk)
-        rows, c = torch.arange(r0, r1), r1 - r0
+        rows, c = torch.arange(r0, r1, device=cap.x.device), r1 - r0
         view = ChunkView(spec, cap, layout, slice(r0, r1))
         m = r1 if causal else n  # causal rows see only j <= i
         alpha_t = cap.attn_probs[:, r0:r1, :m].permute(2, 1, 0).contiguous()  # (m, c, H)
@@ -311,7 +311,7 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str,
             sampled = options.ff_attribution == "shapley-sampling"
             results.append(Decomposition(
                 model=adapter.name, tokens=batch.tokens[b], layers=layers,
-                maps={s: torch.stack([p.maps[s] for p in per_layer]).numpy() for s in per_layer[0].maps},
+                maps={s: torch.stack([p.maps[s] for p in per_layer]).cpu().numpy() for s in per_layer[0].maps},
                 residuals={s: max(p.residuals[s] for p in per_layer) for s in scopes if s != "attn_w"},
                 value_bias=options.value_bias, dtype=str(adapter.dtype).replace("torch.", ""),
                 input_ids=batch.input_ids[b, :n].tolist(), truncated=batch.truncated[b],

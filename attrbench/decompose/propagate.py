@@ -29,7 +29,8 @@ def embedding_parts(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Layer 0's input (n, d) as parts (n, n, d), ``P[j, k] = [j = k] x_k``, and a zero bias (n, d)."""
     n, d = x.shape
     parts = x.new_zeros(n, n, d)
-    parts[torch.arange(n), torch.arange(n)] = x
+    diagonal = torch.arange(n, device=x.device)
+    parts[diagonal, diagonal] = x
     return parts, torch.zeros_like(x)
 
 
@@ -38,7 +39,7 @@ def _attention(spec: LayerSpec, probs: torch.Tensor, parts: torch.Tensor, bias: 
     """The attention block's output as parts ``sum_h sum_k alpha^h_ik (P[j, k] W_V^h) W_O^h``, their bias, and
     the block's constant (d,), which the caller adds after the residual (where the authors' code shares it)."""
     H, kv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
-    kv_of_head = torch.arange(H) // (H // kv)  # grouped-query attention: heads share kv heads
+    kv_of_head = torch.arange(H, device=parts.device) // (H // kv)  # grouped-query attention: heads share kv heads
     m, n, _ = parts.shape
     values = torch.cat([parts, bias[None]]) @ spec.value.weight  # (m + 1, n, kv dh), the bias as one more part
     b_v = spec.value.bias

@@ -85,7 +85,7 @@ def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, i
         return parts[:, 0, index] - parts[:, 0, contrast_index], bias[0, index] - bias[0, contrast_index]
     parts, bias = parts[:, 0], bias[0]
     column = last.weight[:, index] - (0 if contrast_index is None else last.weight[:, contrast_index])
-    constant = torch.zeros((), dtype=parts.dtype) if last.bias is None else (
+    constant = parts.new_zeros(()) if last.bias is None else (
         last.bias[index] - (0 if contrast_index is None else last.bias[contrast_index]))
     return parts @ column, bias @ column + constant
 

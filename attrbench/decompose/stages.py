@@ -29,7 +29,7 @@ def value_vectors(spec: LayerSpec, attn_in: torch.Tensor, value_bias: str,
     """
     H, kv, dh = spec.n_heads, spec.n_kv_heads, spec.head_dim
     w_o = spec.out_proj.weight.reshape(H, dh, -1)
-    kv_of_head = torch.arange(H) // (H // kv)  # grouped-query attention: heads share kv heads
+    kv_of_head = torch.arange(H, device=w_o.device) // (H // kv)  # grouped-query attention: heads share kv heads
 
     def per_head(v: torch.Tensor) -> torch.Tensor:  # (..., kv*dh) -> (..., H, dh)
         return v.reshape(*v.shape[:-1], kv, dh)[..., kv_of_head, :]
@@ -59,7 +59,7 @@ class Workspace:
         size = int(np.prod(shape))
         buf = self._buffers.get(role)
         if buf is None or buf.numel() < size or buf.dtype != like.dtype:
-            buf = self._buffers[role] = torch.empty(size, dtype=like.dtype)
+            buf = self._buffers[role] = torch.empty(size, dtype=like.dtype, device=like.device)
         return buf[:size].view(shape)
 
 
@@ -74,7 +74,7 @@ def mix_heads(alpha_t: torch.Tensor, per_head: torch.Tensor, out: torch.Tensor |
 
 def add_to_own_token(parts: torch.Tensor, rows: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     """Residual connection: token i's own input goes to the part of j = i (in place)."""
-    parts[rows, torch.arange(len(rows))] += residual
+    parts[rows, torch.arange(len(rows), device=parts.device)] += residual
     return parts
 
 
@@ -153,7 +153,7 @@ def gated_ig_factors(activation, gate_total: torch.Tensor,
     ``I1 = ∫ t g'(t S_a) dt = (g(S_a) - I0) / S_a``. I0 is one shared 1-D integral per element
     (Gauss-Legendre); I1 from the identity keeps completeness exact. Returns (S_c * I1, I0).
     """
-    nodes, weights = (torch.as_tensor(a, dtype=gate_total.dtype) for a in _gauss_legendre_unit(_GL_NODES))
+    nodes, weights = (torch.as_tensor(a, dtype=gate_total.dtype, device=gate_total.device) for a in _gauss_legendre_unit(_GL_NODES))
     i0 = torch.zeros_like(gate_total)
     for t, w in zip(nodes, weights):
         i0 += w * activation(t * gate_total)

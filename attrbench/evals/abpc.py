@@ -1,45 +1,40 @@
-"""ABPC: the area between the most- and least-relevant-first deletion curves.
+"""ABPC: the area between the most- and least-relevant-first removal curves.
 
 The protocol of AttnLRP's evaluation (Achtibat et al. 2024) and of the M4 benchmark (Li et al.
-2023). For each example the m non-special tokens are ordered by the method's scores (ties: earlier
-token first); with k = 1 .. m−1 of them deleted in that order (MoRF) and in the reverse order (LeRF):
+2023). For each example the m features are ordered by the method's scores (ties: earlier first);
+with k = 1 .. m−1 of them removed in that order (MoRF) and in the reverse order (LeRF):
 
-    ABPC = 1/(m−1) Σ_k [p(target | x without the k least relevant) − p(target | x without the k most relevant)]
+    ABPC = 1/(m−1) Σ_k [p(x without the k least relevant) − p(x without the k most relevant)]
 
-Higher is better: deleting the tokens a faithful method calls important hurts the prediction more
-than deleting those it calls unimportant. k = m is left out (the same text for every ordering).
-Deletions are in token-id space, as in ``erasure_aopc`` (one helper: ``attrbench.ops.perturb.Deletions``).
-An example with fewer than two non-special tokens has no curve: its value is undefined.
+Higher is better. **Derived, not independent**: removing the reverse ordering's first k features is
+keeping the first m − k, so ABPC = AOPC_comp − AOPC_suff of the same full curves (NAOPC's raw AOPCs,
+``naopc``; tested), and the report does not count it as a metric of its own. Its perturbation is
+declared as for every erasure metric; the default is NAOPC's (whole words, [MASK] where the model has
+one), so next to NAOPC it costs no model output of its own.
+An example with fewer than two features has no curve: its value is undefined.
 """
-import numpy as np
-
-from attrbench.plugin import Deletions, Evaluation, register
-
-
-def abpc(deletions: Deletions, scores: np.ndarray):
-    """The ABPC of one example's scores, or None when it has fewer than two non-special tokens."""
-    if deletions.m < 2:
-        return None
-    order = deletions.order(scores)
-    return float(np.mean(deletions.curve(order) - deletions.curve(order[::-1])))
+from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, register
 
 
 class ABPC(Evaluation):
     name, family = "abpc", "faithfulness"
-    description = "area between the most- and least-relevant-first deletion curves (token ids)"
+    description = "area between the most- and least-relevant-first removal curves (= AOPC comp - AOPC suff)"
     reference = "Achtibat et al. 2024 (AttnLRP), §4; Li et al. 2023 (M4)"
     primary_metric = "abpc"
     higher_is_better = {"abpc": True}
+    derived = "AOPC_comp - AOPC_suff of the full removal curves (naopc's raw AOPCs with the same perturbation)"
+    params = {"perturbation": Param("auto", "how features are removed: delete, mask, pad or auto (mask if the model "
+                                            "has a mask token, else delete)", choices=OPERATORS),
+              "unit": Param("word", "what a feature is: a word or a subword token", choices=UNITS)}
 
-    def run(self, adapter, methods, examples, context):
-        records = []
-        for method in methods:
-            values = []
-            for example, result in zip(examples, context.attributions(adapter, method, examples)):
-                ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                values.append(abpc(context.deletions(adapter, ids, example.target), result.values))
-            records.append(self.record(adapter, context, method, "abpc", values, examples))
-        return records
+    def score(self, work, result):
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        if perturbations.m < 2:
+            return {"abpc": None}
+        order = perturbations.order(result.values)
+        morf = yield from perturbations.curve(order)
+        lerf = yield from perturbations.curve(order[::-1])
+        return {"abpc": float((morf - lerf).mean())}
 
 
 register(ABPC)

@@ -1,69 +1,68 @@
 """Erasure faithfulness, ERASER style (DeYoung et al. 2020; the final ALTI paper's protocol).
 
-For each example the non-special tokens are ranked by the method's scores (ties: earlier position
-first). At k = 1, 5, 10, 20, 50 % (r = ceil(k·m/100) of the m non-special tokens):
+For each example the m features (non-special tokens, or words: ``unit``) are ranked by the method's
+scores (a word's score is the sum of its tokens'; ties: earlier first). At k = 1, 5, 10, 20, 50 %
+(r = ceil(k·m/100) features):
 
-- comprehensiveness_k = p(target | x) − p(target | x with the top-r tokens deleted)   (higher: better)
-- sufficiency_k      = p(target | x) − p(target | only the top-r tokens kept)       (lower: better)
+- comprehensiveness_k = p(x) − p(x with the top-r features removed)      (higher: better)
+- sufficiency_k       = p(x) − p(only the top-r features kept)          (lower: better)
 
-Tokens are deleted from the token-id sequence (never decoded and re-tokenised); special tokens
-([CLS], [SEP], the probe's [MASK]) always stay, and the target is read at its own row of each
-perturbed sequence. The target is fixed on the unperturbed text (its predicted class or token).
-AOPC = the mean over the bins. All 2 × 5 perturbations of an example go through one batch
-(``attrbench.ops.perturb.Deletions``, the helper every erasure curve uses).
-``per_example`` keeps each example's drop per bin. A text that deleting would leave empty (one
-token, none special: a one-word prompt of a decoder) has no value (``n_undefined``).
+p is the scored probability of the explained target (``attrbench.ops.perturb``): the predicted class
+on SST-2 (as ERASER explains), the correct class of the SVA probe, and for a contrast target
+(SmolLM2's correct/wrong verb) σ(logit correct − logit wrong), the contrast the methods explain.
+Removal is ``perturbation`` (default ``delete``: the tokens leave the token-id sequence; ``mask``,
+``pad`` replace them; ``auto``: mask where the model has a mask token) of ``unit`` (default
+``token``, i.e. subword tokens; ERASER deletes whole words: ``unit = word``). Special tokens ([CLS],
+[SEP], the probe's [MASK]) always stay. AOPC = the mean over the bins. ``by_bin`` keeps the mean drop
+per bin and ``per_example`` each example's drops. A text that deletion would leave empty (one token, none special: a one-word decoder prompt)
+has no value (``n_undefined``).
 """
 import numpy as np
 
-from attrbench.plugin import Evaluation, ceil_count, register
+from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, ceil_count, register
 
 BINS = (1, 5, 10, 20, 50)
+PERTURBATION = Param("delete", "how features are removed: delete, mask, pad, or auto (mask if the model has a mask "
+                               "token, else delete)", choices=OPERATORS)
+UNIT = Param("token", "what a feature is: a subword token, or a word (the tokenizer's word split)", choices=UNITS)
 
 
 class ErasureAOPC(Evaluation):
     name, family = "erasure_aopc", "faithfulness"
-    description = "comprehensiveness and sufficiency AOPC of deleting/keeping the top 1-50 % tokens"
+    description = "comprehensiveness and sufficiency AOPC of removing/keeping the top 1-50 % of features"
     reference = "DeYoung et al. 2020 (ERASER); Ferrando et al. 2022"
+    headline = 2
     primary_metric = "comprehensiveness_aopc"
     higher_is_better = {"comprehensiveness_aopc": True, "sufficiency_aopc": False}
+    params = {"perturbation": PERTURBATION, "unit": UNIT}
 
-    def run(self, adapter, methods, examples, context):
-        records = []
-        for method in methods:
-            results = context.attributions(adapter, method, examples)
-            comp, suff = [], []
-            for example, result in zip(examples, results):
-                ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                deletions = context.deletions(adapter, ids, example.target)
-                if deletions.m == 0 or len(ids) < 2:  # nothing to delete, or deleting it leaves no text
-                    comp.append(None)
-                    suff.append(None)
-                    continue
-                order = deletions.order(result.values)
-                everything = frozenset(range(deletions.m))
-                top = [frozenset(order[:ceil_count(k, deletions.m)]) for k in BINS]
-                # nothing but the top tokens (no special token to keep): keep one so the text is not empty
-                top = [t - {order[-1]} if len(t) == len(ids) else t for t in top]
-                deletions.probabilities(top + [everything - t for t in top])  # all 2 x 5 variants in one batch
-                comp.append(deletions.drops(top).tolist())
-                suff.append(deletions.drops(top, keep=True).tolist())
-            for metric, values in (("comprehensiveness_aopc", comp), ("sufficiency_aopc", suff)):
-                records.append(self.record(adapter, context, method, metric,
-                                           [None if v is None else float(np.mean(v)) for v in values], examples,
-                                           bins_percent=list(BINS), per_example=values, by_bin=by_bin(values)))
-        return records
+    def score(self, work, result):
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        m = perturbations.m
+        if m == 0 or perturbations.empty_after(frozenset(range(m))) and m == 1:
+            return {"comprehensiveness_aopc": None, "sufficiency_aopc": None, "by_bin": None}
+        order = perturbations.order(result.values)
+        everything = frozenset(range(m))
+        top = [frozenset(order[:ceil_count(k, m)]) for k in BINS]
+        # nothing but the top features (and no special token to keep): keep one so the input is not empty
+        top = [t - {order[-1]} if perturbations.empty_after(t) else t for t in top]
+        yield from perturbations.probabilities([frozenset()] + top + [everything - t for t in top])  # one request
+        comp = yield from perturbations.drops(top)
+        suff = yield from perturbations.drops(top, keep=True)
+        return {"comprehensiveness_aopc": float(np.mean(comp)), "sufficiency_aopc": float(np.mean(suff)),
+                "by_bin": {"comprehensiveness": comp.tolist(), "sufficiency": suff.tolist()}}
 
-    def merge(self, shards):
-        merged = super().merge(shards)
-        merged["by_bin"] = by_bin(merged["per_example"])
-        return merged
-
-
-def by_bin(drops: list) -> dict:
-    """Mean drop per bin over the examples that have one; ``drops`` is a list of per-bin lists (or None)."""
-    defined = np.array([d for d in drops if d is not None]).reshape(-1, len(BINS))
-    return {str(k): float(v) if len(defined) else None for k, v in zip(BINS, defined.mean(0) if len(defined) else BINS)}
+    def summarise(self, scored, shared):
+        out = super().summarise(scored, shared)
+        for key, payloads in scored.items():
+            for kind, metric in (("comprehensiveness", "comprehensiveness_aopc"), ("sufficiency", "sufficiency_aopc")):
+                drops = [p["by_bin"][kind] for p in payloads if p is not None and p.get("by_bin")]
+                out[key][metric]["by_bin"] = ({str(k): float(v) for k, v in zip(BINS, np.mean(drops, 0))} if drops
+                                              else {str(k): None for k in BINS})
+                out[key][metric]["per_example"] = [p["by_bin"][kind] if p is not None and p.get("by_bin") else None
+                                                   for p in payloads]
+                out[key][metric]["bins_percent"] = list(BINS)
+        return out
 
 
 register(ErasureAOPC)

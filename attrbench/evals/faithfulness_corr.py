@@ -1,4 +1,7 @@
-"""Faithfulness as agreement with a reference attribution (Ferrando et al. 2022, §4, Table 2).
+"""Agreement with a reference attribution, the ALTI paper's faithfulness proxy (Ferrando et al. 2022, §4, Table 2).
+
+It measures how closely a method agrees with another method, not how faithful it is to the model: the
+report shows it apart from the faithfulness metrics (family ``agreement``), with the reference unranked.
 
 Per example, the Spearman correlation between a method's scores and a reference method's scores
 over the non-special tokens; mean ± std over examples. The references are the ALTI paper's
@@ -35,7 +38,7 @@ PUBLISHED_SOURCE = "Ferrando et al. 2022, Table 2 (BERT-base, another model)"
 
 
 class FaithfulnessCorr(Evaluation):
-    name, family = "faithfulness_corr", "faithfulness"
+    name, family = "faithfulness_corr", "agreement"
     description = "per-example Spearman with the reference attribution (grad_l2 on SST-2, blank_out on SVA)"
     reference = "Ferrando et al. 2022 (ALTI), §4"
     params = {"rank": Param("scipy", "Spearman convention: scipy (tie-corrected) or dense (the ALTI scripts)",
@@ -44,6 +47,7 @@ class FaithfulnessCorr(Evaluation):
                                                 "grad_l2 on sst2, blank_out on agreement) or a method name")}
     primary_metric = "spearman"
     higher_is_better = {"spearman": True}
+    record_fields = ("reference", "rank", "published")
 
     def reference_for(self, dataset: str) -> str:
         if self.reference_method != "auto":
@@ -62,24 +66,16 @@ class FaithfulnessCorr(Evaluation):
             raise InputError(f"faithfulness_corr reference_method: {err}") from None
         super().check(adapter, [reference], context)
 
-    def run(self, adapter, methods, examples, context):
-        ref_name = self.reference_for(context.dataset)
-        refs = context.attributions(adapter, METHODS.get(ref_name), examples, f"reference {ref_name}")
+    def score(self, work, result):
+        ref_name = self.reference_for(work.dataset)
+        reference = work.attribution(METHODS.get(ref_name))
+        keep = non_special(work.adapter, work.ids)
+        value = PUBLISHED.get(work.dataset, {}).get(result.method)
         # the paper's numbers hold for its own reference only
-        published = PUBLISHED.get(context.dataset, {}) if ref_name == REFERENCES.get(context.dataset) else {}
-        records = []
-        for method in methods:
-            results = context.attributions(adapter, method, examples)
-            values = []
-            for ref, res in zip(refs, results):
-                keep = non_special(adapter, adapter.tokenizer.convert_tokens_to_ids(ref.tokens))
-                values.append(spearman(res.values[keep], ref.values[keep], self.rank))
-            value = published.get(method.name)
-            records.append(self.record(adapter, context, method, "spearman", values, examples,
-                                       reference=ref_name, rank=self.rank,
-                                       published=None if value is None else {"value": value,
-                                                                             "source": PUBLISHED_SOURCE}))
-        return records
+        published = value is not None and ref_name == REFERENCES.get(work.dataset)
+        return {"spearman": spearman(result.values[keep], reference.values[keep], self.rank),
+                "reference": ref_name, "rank": self.rank,
+                "published": {"value": value, "source": PUBLISHED_SOURCE} if published else None}
 
 
 register(FaithfulnessCorr)

@@ -20,7 +20,7 @@ def mixing_ratios(parts) -> np.ndarray:
     own = parts.diagonal(dim1=0, dim2=1).T  # (n, d)
     context = parts.sum(1) - own
     c, s = context.norm(dim=-1), own.norm(dim=-1)
-    return safe_divide(c, c + s).double().numpy()
+    return safe_divide(c, c + s).double().cpu().numpy()
 
 
 class MixingRatio(Analysis):

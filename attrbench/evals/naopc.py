@@ -1,43 +1,54 @@
 """Normalised AOPC (Edin et al. 2024, "Normalized AOPC: fixing misleading faithfulness metrics").
 
 A raw AOPC cannot be compared across examples or models: how far it can go depends on the example.
-NAOPC rescales each example's AOPC by the lowest and highest AOPC that any ordering of its tokens
-reaches:
+NAOPC rescales each example's AOPC by the lowest and highest AOPC that any ordering of its m
+features reaches:
 
-    AOPC(order)  = 1/(m−1) Σ_{k=1..m−1} [p(target | x) − p(target | x with order[:k] deleted)]   (comprehensiveness)
-                   (sufficiency: only order[:k] kept instead of deleted)
-    NAOPC(order) = (AOPC(order) − AOPC_min) / (AOPC_max − AOPC_min)
+    AOPC_comp(σ) = 1/(m−1) Σ_{k=1..m−1} [p(x) − p(x with σ[:k] removed)]     (higher: better)
+    AOPC_suff(σ) = 1/(m−1) Σ_{k=1..m−1} [p(x) − p(only σ[:k] kept)]          (lower: better)
+    NAOPC(σ)     = (AOPC(σ) − L) / (H − L)
 
-over the m non-special tokens, deleted in token-id space (``attrbench.ops.perturb.Deletions``); k = m
-is left out, as it is the same text for every ordering. Comprehensiveness: higher is better;
-sufficiency: lower is better.
+Since keeping σ[:k] is removing the reverse ordering's first m − k features, AOPC_suff(σ) =
+AOPC_comp(reverse σ): both range over the same values, so **one bound search per example gives both**
+([L, H] = the range of AOPC_comp over all orderings). Edin et al. average over k = 1..m with the
+all-removed term; it is the same for every ordering, so leaving it out changes raw AOPCs but no NAOPC.
 
-The bounds are exact up to ``exact_up_to`` tokens: a shortest/longest path over the 2^m token
-subsets, which equals the extreme over all m! orderings (a test checks it against brute force). Beyond,
-beam search over orderings (width ``beam_width``), as the paper does; a beam bound lies inside the
-exact range, so NAOPC may then leave [0, 1] slightly. Each example records which it got. The bounds
-depend on the example and the model only, so every method shares them (memoised in the run
-context). Undefined (None) where m < 2 or every ordering scores the same.
+The bounds (``shared``, one search per example, shared by every method):
+
+- **exact** up to ``exact_up_to`` features: a shortest/longest path over the 2^m feature subsets
+  (2^m − 2 model outputs), equal to the extreme over all m! orderings (tested against brute force);
+- beyond, **beam search** over orderings, both directions in the same requests; the width follows
+  Edin et al.'s convergence rule (``get_suggested_beam_size``), per example: widths 1, 5, 10, 20, 50 up
+  to ``max_beam_width``, stopping once both bounds changed by less than 1 % for two widths in a row.
+  The width used and whether it converged are recorded per example.
+
+Raw AOPCs are stored per (method, example) and normalised when results are collected
+(:meth:`NAOPC.summarise`): a beam bound is only reached by some ordering, so a method's ordering may
+beat it; the example's bounds are then widened to every ordering seen (the beam's and every method's,
+comprehensiveness and sufficiency alike) and every method on it is renormalised from stored values:
+no new model output, and a normalised score outside [0, 1] cannot occur. The records count the
+examples whose bounds came from a beam and how many a method broke. Undefined (None) where m < 2 or
+every ordering scores the same.
+
+The perturbation defaults to Edin et al.'s: whole words replaced by [MASK] (``perturbation = auto``:
+mask where the model has a mask token; a decoder without one deletes), ``unit = word``.
 """
 from itertools import combinations
 
-from attrbench.plugin import Deletions, Evaluation, Param, register
+from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, Perturbations, register
 
 KINDS = ("comprehensiveness", "sufficiency")
+LADDER = (1, 5, 10, 20, 50)  # Edin et al.'s beam widths
+TOLERANCE = 0.01  # their convergence rule: relative change below 1 %, twice in a row
 
 
-def _steps(deletions: Deletions, kind: str):
-    """sets -> per-step AOPC terms: the drop with a set of token indices deleted (or, sufficiency, kept)."""
-    return lambda sets: deletions.drops(sets, keep=kind == "sufficiency")
-
-
-def exact_bounds(deletions: Deletions, kind: str) -> tuple[float, float]:
-    """(min, max) AOPC over all orderings: dynamic programming over the subsets of sizes 1 .. m−1."""
-    m, value = deletions.m, _steps(deletions, kind)
+def exact_bounds(perturbations: Perturbations):
+    """(L, H): the lowest and highest AOPC_comp over all orderings, by dynamic programming over subset sizes."""
+    m = perturbations.m
     low, high = {frozenset(): 0.0}, {frozenset(): 0.0}
     for size in range(1, m):
         layer = [frozenset(c) for c in combinations(range(m), size)]
-        gains = value(layer)
+        gains = yield from perturbations.drops(layer)
         new_low, new_high = {}, {}
         for subset, gain in zip(layer, gains):
             previous = [subset - {i} for i in subset]
@@ -47,68 +58,111 @@ def exact_bounds(deletions: Deletions, kind: str) -> tuple[float, float]:
     return min(low.values()) / (m - 1), max(high.values()) / (m - 1)
 
 
-def beam_bounds(deletions: Deletions, kind: str, width: int) -> tuple[float, float]:
-    """(min, max) AOPC reached by beam search over orderings: ``width`` partial orderings kept per step."""
-    m, value = deletions.m, _steps(deletions, kind)
-    out = []
-    for sign in (-1, 1):  # -1: the lowest AOPC, +1: the highest
-        beam = {frozenset(): 0.0}
-        for _ in range(1, m):
-            candidates = {s | {i} for s in beam for i in range(m) if i not in s}
-            candidates = sorted(candidates, key=sorted)  # a fixed order: ties break the same way every run
-            gains = value(candidates)
-            totals = {c: g + max(sign * beam[c - {i}] for i in c if c - {i} in beam) * sign
-                      for c, g in zip(candidates, gains)}
-            beam = dict(sorted(totals.items(), key=lambda kv: -sign * kv[1])[:width])
-        out.append(sign * max(sign * v for v in beam.values()) / (m - 1))
-    return out[0], out[1]
+def beam_bounds(perturbations: Perturbations, width: int):
+    """(L, H) reached by beam search over orderings, ``width`` partial orderings kept per step and direction."""
+    m = perturbations.m
+    beams = {-1: {frozenset(): 0.0}, 1: {frozenset(): 0.0}}  # -1: the lowest AOPC, +1: the highest
+    for _ in range(1, m):
+        candidates = {sign: sorted({s | {i} for s in beam for i in range(m) if i not in s}, key=sorted)
+                      for sign, beam in beams.items()}  # a fixed order: ties break the same way every run
+        asked = list(dict.fromkeys(c for sign in beams for c in candidates[sign]))
+        gains = dict(zip(asked, (yield from perturbations.drops(asked))))
+        for sign, beam in beams.items():
+            totals = {c: gains[c] + sign * max(sign * beam[c - {i}] for i in c if c - {i} in beam)
+                      for c in candidates[sign]}
+            beams[sign] = dict(sorted(totals.items(), key=lambda kv: -sign * kv[1])[:width])
+    return (min(beams[-1].values()) / (m - 1), max(beams[1].values()) / (m - 1))
 
 
-def bounds(deletions: Deletions, kind: str, exact_up_to: int, width: int) -> tuple[float, float, str]:
-    if deletions.m <= exact_up_to:
-        return (*exact_bounds(deletions, kind), "exact")
-    return (*beam_bounds(deletions, kind, width), f"beam {width}")
+def converged_beam_bounds(perturbations: Perturbations, max_width: int):
+    """Beam bounds at Edin et al.'s widths up to ``max_width``, stopped by their convergence rule:
+    (L, H, width used, converged)."""
+    widths = [w for w in LADDER if w <= max_width] or [max_width]
+    previous, calm = None, 0
+    for width in widths:
+        bounds = yield from beam_bounds(perturbations, width)
+        if previous is not None and all(abs(b - a) <= TOLERANCE * max(abs(a), 1e-12) for a, b in zip(previous, bounds)):
+            calm += 1
+            if calm == 2:
+                return (*bounds, width, True)
+        else:
+            calm = 0
+        previous = bounds
+    return (*previous, widths[-1], False)
 
 
 class NAOPC(Evaluation):
     name, family = "naopc", "faithfulness"
-    description = "comprehensiveness and sufficiency AOPC rescaled by their lowest and highest over token orderings"
+    description = "comprehensiveness and sufficiency AOPC rescaled by their lowest and highest over feature orderings"
     reference = "Edin et al. 2024, Normalized AOPC"
+    headline = 0
     primary_metric = "naopc_comprehensiveness"
     higher_is_better = {"naopc_comprehensiveness": True, "naopc_sufficiency": False}
-    params = {"beam_width": Param(5, "beam width of the bound search beyond exact_up_to tokens", minimum=1),
-              "exact_up_to": Param(8, "up to this many non-special tokens the bounds are exact (2^m subsets)",
-                                   minimum=2)}
+    params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model has "
+                                            "a mask token, else delete", choices=OPERATORS),
+              "unit": Param("word", "what a feature is: a word (Edin et al.) or a subword token", choices=UNITS),
+              "exact_up_to": Param(10, "up to this many features the bounds are exact (2^m - 2 model outputs)",
+                                   minimum=2),
+              "max_beam_width": Param(10, "the widest beam of the convergence rule (Edin et al.: 50)", minimum=1)}
 
-    def run(self, adapter, methods, examples, context):
-        exact_up_to, width = self.get_params()["exact_up_to"], self.get_params()["beam_width"]
-        records = []
-        for method in methods:
-            values = {kind: [] for kind in KINDS}
-            found = []
-            for example, result in zip(examples, context.attributions(adapter, method, examples)):
-                ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                deletions = context.deletions(adapter, ids, example.target)
-                if deletions.m < 2:
-                    found.append({"id": example.id, "m": deletions.m, "bounds": "undefined (m < 2)"})
-                    for kind in KINDS:
-                        values[kind].append(None)
-                    continue
-                key = (adapter.name, str(adapter.dtype), example.text, example.target, exact_up_to, width)
-                limits = context.memo(("naopc",) + key, lambda: {
-                    kind: bounds(deletions, kind, exact_up_to, width) for kind in KINDS})
-                order = deletions.order(result.values)
-                row = {"id": example.id, "m": deletions.m}
-                for kind in KINDS:
-                    low, high, how = limits[kind]
-                    aopc = float(deletions.curve(order, keep=kind == "sufficiency").mean())
-                    values[kind].append(None if high - low <= 1e-12 else (aopc - low) / (high - low))
-                    row.update({f"{kind}_aopc": aopc, f"{kind}_bounds": [low, high], "bounds": how})
-                found.append(row)
+    def shared(self, work):
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        m = perturbations.m
+        if m < 2:
+            return {"m": m, "bounds": None}
+        if m <= self.exact_up_to:
+            low, high = yield from exact_bounds(perturbations)
+            return {"m": m, "bounds": [low, high], "search": "exact"}
+        low, high, width, converged = yield from converged_beam_bounds(perturbations, self.max_beam_width)
+        return {"m": m, "bounds": [low, high], "search": "beam", "beam_width": width, "converged": converged}
+
+    def score(self, work, result):
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        if perturbations.m < 2:
+            return {"aopc_comprehensiveness": None, "aopc_sufficiency": None}
+        order = perturbations.order(result.values)
+        m = perturbations.m
+        everything = frozenset(range(m))
+        prefixes = [frozenset(order[:k]) for k in range(1, m)]
+        yield from perturbations.probabilities([frozenset()] + prefixes + [everything - s for s in prefixes])
+        comp = yield from perturbations.curve(order)
+        suff = yield from perturbations.curve(order, keep=True)
+        return {"aopc_comprehensiveness": float(comp.mean()), "aopc_sufficiency": float(suff.mean())}
+
+    def summarise(self, scored, shared):
+        """Each example's bounds widened to every ordering seen, then every method normalised by them."""
+        n = len(shared)
+        bounds = []
+        for k in range(n):
+            found = (shared[k] or {}).get("bounds")
+            if found is None:
+                bounds.append(None)
+                continue
+            seen = [p[f"aopc_{kind}"] for payloads in scored.values() for p in [payloads[k]]
+                    if p is not None for kind in KINDS if p.get(f"aopc_{kind}") is not None]
+            bounds.append((min([found[0], *seen]), max([found[1], *seen])))
+        beam = sum(1 for s in shared if s and s.get("search") == "beam")
+        out = {}
+        for key, payloads in scored.items():
+            out[key] = {}
             for kind in KINDS:
-                records.append(self.record(adapter, context, method, f"naopc_{kind}", values[kind], examples,
-                                           per_example=found))
-        return records
+                values, broke = [], 0
+                for k, payload in enumerate(payloads):
+                    aopc = None if payload is None else payload.get(f"aopc_{kind}")
+                    limits = bounds[k]
+                    if aopc is None or limits is None or limits[1] - limits[0] <= 1e-12:
+                        values.append(None)
+                        continue
+                    found = shared[k]["bounds"]
+                    broke += int(aopc < found[0] - 1e-12 or aopc > found[1] + 1e-12)
+                    values.append((aopc - limits[0]) / (limits[1] - limits[0]))
+                out[key][f"naopc_{kind}"] = {
+                    "values": values, "raw_aopc": [None if p is None else p.get(f"aopc_{kind}") for p in payloads],
+                    "bounds": [None if b is None else list(b) for b in bounds], "examples_with_beam_bounds": beam,
+                    "beam_bounds_broken": broke,
+                    "beam_widths": sorted({s["beam_width"] for s in shared if s and s.get("beam_width")}),
+                    "beam_not_converged": sum(1 for s in shared if s and s.get("converged") is False)}
+        return out
 
 
 register(NAOPC)

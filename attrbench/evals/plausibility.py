@@ -32,18 +32,12 @@ class Plausibility(Evaluation):
             raise InputError(f"evaluation 'plausibility' needs human rationales, and none of these {len(examples)} "
                              "examples has one: use a data file with a rationale (or rationale_mask) field")
 
-    def run(self, adapter, methods, examples, context):
-        truth = [self.rationale_tokens(adapter, e) for e in examples]
-        records = []
-        for method in methods:
-            results = context.attributions(adapter, method, examples)
-            values = {"auprc": [], "token_f1": [], "token_iou": []}
-            for example, result, marked in zip(examples, results, truth):
-                scores = None if marked is None else np.asarray(result.values, dtype=np.float64)[marked[0]]
-                for metric, value in zip(values, (None,) * 3 if marked is None else agreement(scores, marked[1])):
-                    values[metric].append(value)
-            records += [self.record(adapter, context, method, metric, v, examples) for metric, v in values.items()]
-        return records
+    def score(self, work, result):
+        marked = self.rationale_tokens(work.adapter, work.example)
+        if marked is None:
+            return dict.fromkeys(self.higher_is_better)
+        scores = np.asarray(result.values, dtype=np.float64)[marked[0]]
+        return dict(zip(self.higher_is_better, agreement(scores, marked[1])))
 
     @staticmethod
     def rationale_tokens(adapter, example):

@@ -1,29 +1,31 @@
-"""Soft comprehensiveness and soft sufficiency (Zhao & Aletras 2023, "Incorporating Attribution
-Importance for Improving Faithfulness Metrics", ACL).
+"""Soft normalised comprehensiveness and sufficiency (Zhao & Aletras 2023, "Incorporating Attribution
+Importance for Improving Faithfulness Metrics", ACL), as their code (``casszhao/SoftFaith``) reports them.
 
 Hard erasure deletes the top-k tokens and ignores how much more important one token is than
-another. The soft metrics perturb every token in proportion to its score instead: each dimension of
-token i's input embedding is kept with probability q_i (Bernoulli masks), where q_i is the
-method's score rescaled to [0, 1] over the example's non-special tokens, ``q_i = max(s_i, 0) / max_j
-max(s_j, 0)`` (negative evidence counts as unimportant):
+another. The soft metrics perturb every token in proportion to its score: each dimension of token
+i's input embedding is kept with a probability from q_i, the method's score rescaled to [0, 1] over
+the example's non-special tokens (``importance``: ``minmax`` (s − min) / (max − min), their default;
+``sigmoid``; or ``positive``, max(s, 0) / max s). Special tokens are never masked. With p the scored
+probability of the explained target (``attrbench.ops.perturb``), p(x) the full input's, p(0) the
+input with every non-special embedding zeroed, and p_c, p_s the means over ``samples`` Bernoulli
+masks (seeded per example: every method sees the same draws):
 
-    soft comprehensiveness = p(target | x) − E[p(target | e ⊙ M)],  M_id ~ Bernoulli(1 − q_i)   (higher: better)
-    soft sufficiency       = p(target | x) − E[p(target | e ⊙ M)],  M_id ~ Bernoulli(q_i)       (lower: better)
+    comprehensiveness: M_id ~ Bernoulli(1 − q_i)    sufficiency: M_id ~ Bernoulli(q_i)
+    Soft-NC = clip(max(0, p(x) − p_c) / max(0, p(x) − p(0)), 0, 1)                       (higher: better)
+    Soft-NS = clip((max(0, p(x) − p(0)) − max(0, p(x) − p_s)) / max(0, p(x) − p(0)), 0, 1)  (higher: better)
 
-e are the word embeddings (``inputs_embeds``; positions are added by the model as usual); special
-tokens are never masked. The expectation is the mean over ``samples`` masks, seeded per example
-and shared by every method (common random numbers, so paired tests compare methods on the same
-masks). With all-equal scores q = 1: soft comprehensiveness is the drop when every non-special
-embedding is zeroed, and soft sufficiency is 0 (a test). Undefined where no score is positive.
+i.e. their normalisation by the sufficiency of an empty input, S(x, 0) = 1 − max(0, p(x) − p(0)), and
+their clipping. Undefined where zeroing every token does not lower p (nothing to normalise by) or no
+score varies. The raw drops are kept as named variants: ``soft_comprehensiveness_raw`` = p(x) − p_c
+(higher: better) and ``soft_sufficiency_raw`` = p(x) − p_s (lower: better).
 """
-import zlib
-
 import numpy as np
 import torch
 
-from attrbench.plugin import Evaluation, InputError, Param, register, resolve_text, special_mask
+from attrbench.plugin import Evaluation, InputError, Param, register, special_mask
 
-METRICS = ("soft_comprehensiveness", "soft_sufficiency")
+IMPORTANCE = ("minmax", "sigmoid", "positive")
+METRICS = {"soft_nc": True, "soft_ns": True, "soft_comprehensiveness_raw": True, "soft_sufficiency_raw": False}
 
 
 def embeddings_reason(adapter):
@@ -37,69 +39,98 @@ def embeddings_reason(adapter):
     return None
 
 
-def keep_probabilities(scores: np.ndarray, special: np.ndarray):
-    """q_i in [0, 1] from the scores (specials: 1, never masked); None when no non-special score is positive."""
-    positive = np.clip(np.where(special, 0.0, scores), 0.0, None)
-    top = positive.max()
-    if top <= 0:
-        return None
-    return np.where(special, 1.0, positive / top)
+def keep_probabilities(scores: np.ndarray, special: np.ndarray, importance: str = "minmax"):
+    """q_i in [0, 1] from the scores (specials: 1, never masked); None when the scores say nothing."""
+    scores = np.asarray(scores, dtype=np.float64)
+    own = scores[~special]
+    if importance == "positive":
+        positive = np.clip(own, 0.0, None)
+        if positive.max(initial=0.0) <= 0:
+            return None
+        q = positive / positive.max()
+    elif importance == "sigmoid":
+        q = 1.0 / (1.0 + np.exp(-own))
+    else:
+        spread = np.ptp(own) if len(own) else 0.0
+        if spread == 0:
+            return None
+        q = (own - own.min()) / spread
+    out = np.ones(len(scores))
+    out[~special] = q
+    return out
 
 
 @torch.no_grad()
-def soft_drops(adapter, ids: list[int], resolved, q: np.ndarray, special: np.ndarray, samples: int,
-               seed: int) -> tuple[float, float]:
-    """(soft comprehensiveness, soft sufficiency) of one example for keep probabilities ``q``."""
-    model = adapter.model
-    tokens = torch.tensor([ids])
-    embeds = model.get_input_embeddings()(tokens)  # (1, n, d)
-    p_full = float(resolved.probability(adapter.row_logits(resolved.row, input_ids=tokens,
-                                                           attention_mask=torch.ones_like(tokens)))[0])
-    rng = np.random.default_rng(seed)
-    uniform = torch.from_numpy(rng.random((samples, len(ids), embeds.shape[-1])))
-    out = []
-    for keep in (1.0 - q, q):  # comprehensiveness: important tokens are dropped; sufficiency: kept
-        keep = torch.from_numpy(np.where(special, 1.0, keep))[None, :, None]
-        masks = (uniform < keep).to(embeds.dtype)
-        logits = adapter.row_logits(resolved.row, inputs_embeds=embeds * masks,
-                                    attention_mask=torch.ones(samples, len(ids), dtype=torch.long))
-        out.append(p_full - float(resolved.probability(logits).mean()))
-    return out[0], out[1]
+def masked_probability(adapter, ids: list[int], readout_row: int, resolved, keep: np.ndarray, uniform: torch.Tensor
+                       ) -> float:
+    """Mean scored probability over Bernoulli masks of the embeddings: dimension d of token i kept where
+    ``uniform[s, i, d] < keep[i]``."""
+    tokens = torch.tensor([ids], device=adapter.device)
+    embeds = adapter.model.get_input_embeddings()(tokens)  # (1, n, d)
+    masks = (uniform < torch.as_tensor(keep, device=adapter.device)[None, :, None]).to(embeds.dtype)
+    logits = adapter.row_logits(readout_row, inputs_embeds=embeds * masks,
+                                attention_mask=torch.ones(masks.shape[:2], dtype=torch.long, device=adapter.device))
+    return float(resolved.probability(logits).double().mean())
 
 
 class SoftErasure(Evaluation):
     name, family = "soft_erasure", "faithfulness"
-    description = "soft comprehensiveness and sufficiency: embeddings masked in proportion to the scores"
+    description = "soft normalised comprehensiveness and sufficiency: embeddings masked in proportion to the scores"
     reference = "Zhao & Aletras 2023, Incorporating Attribution Importance for Improving Faithfulness Metrics"
-    primary_metric = "soft_comprehensiveness"
-    higher_is_better = {"soft_comprehensiveness": True, "soft_sufficiency": False}
-    params = {"samples": Param(20, "Bernoulli mask samples per example (the expectation's sample size)", minimum=1)}
+    headline = 1
+    primary_metric = "soft_nc"
+    higher_is_better = METRICS
+    params = {"samples": Param(20, "Bernoulli mask samples per example (the expectation's sample size)", minimum=1),
+              "importance": Param("minmax", "scores to keep probabilities: minmax (the paper's code), sigmoid or "
+                                            "positive", choices=IMPORTANCE)}
 
     def check(self, adapter, methods, context):
         reason = embeddings_reason(adapter)
         if reason:
             raise InputError(f"evaluation 'soft_erasure' cannot run on '{adapter.name}': {reason}; use "
-                             "erasure_aopc or naopc (token deletion) instead")
+                             "erasure_aopc or naopc (token removal) instead")
         super().check(adapter, methods, context)
 
-    def run(self, adapter, methods, examples, context):
-        samples = self.get_params()["samples"]
-        records = []
-        for method in methods:
-            values = {metric: [] for metric in METRICS}
-            for example, result in zip(examples, context.attributions(adapter, method, examples)):
-                ids = adapter.tokenizer.convert_tokens_to_ids(result.tokens)
-                special = special_mask(adapter, ids)
-                q = keep_probabilities(result.values, special)
-                drops = (None, None) if q is None else soft_drops(
-                    adapter, ids, resolve_text(adapter, ids, example.target), q, special, samples,
-                    seed=zlib.crc32(f"{context.seed}:{example.id}".encode()))
-                for metric, value in zip(METRICS, drops):
-                    values[metric].append(value)
-            for metric in METRICS:
-                records.append(self.record(adapter, context, method, metric, values[metric], examples,
-                                           samples=samples))
-        return records
+    def _uniform(self, work) -> torch.Tensor:
+        width = work.adapter.model.get_input_embeddings().embedding_dim
+        draws = work.rng("soft_erasure").random((self.samples, len(work.ids), width))
+        return torch.from_numpy(draws).to(work.adapter.device)
+
+    def shared(self, work):
+        special = special_mask(work.adapter, work.ids)
+        p_full = yield from work.perturbations().full()
+        p_zero = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved,
+                                    special.astype(float), self._uniform(work)[:1])
+        return {"p_full": p_full, "p_zero": p_zero}
+
+    def score(self, work, result):
+        special = special_mask(work.adapter, work.ids)
+        q = keep_probabilities(result.values, special, self.importance)
+        if q is None:
+            return dict.fromkeys(METRICS)
+        uniform = self._uniform(work)
+        p_full = yield from work.perturbations().full()
+        p_comp = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved,
+                                    np.where(special, 1.0, 1.0 - q), uniform)
+        p_suff = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved, q, uniform)
+        return {"soft_comprehensiveness_raw": p_full - p_comp, "soft_sufficiency_raw": p_full - p_suff}
+
+    def summarise(self, scored, shared):
+        out = super().summarise(scored, shared)
+        for key, payloads in scored.items():
+            nc, ns = [], []
+            for payload, common in zip(payloads, shared):
+                scale = None if common is None else max(0.0, common["p_full"] - common["p_zero"])
+                comp = None if payload is None else payload.get("soft_comprehensiveness_raw")
+                suff = None if payload is None else payload.get("soft_sufficiency_raw")
+                if comp is None or not scale:
+                    nc.append(None)
+                    ns.append(None)
+                    continue
+                nc.append(float(np.clip(max(0.0, comp) / scale, 0, 1)))
+                ns.append(float(np.clip((scale - max(0.0, suff)) / scale, 0, 1)))
+            out[key]["soft_nc"]["values"], out[key]["soft_ns"]["values"] = nc, ns
+        return out
 
 
 register(SoftErasure)

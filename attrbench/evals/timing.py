@@ -1,11 +1,16 @@
-"""Cost: wall time and peak memory of each method on each example, with its sequence length.
+"""Cost: wall time and peak memory of each method's attribution of each example, with its length.
 
-Every method runs on the same examples, one at a time, after one warm-up call (lazy
-initialisation is not the method's cost). Memory is the peak resident set above the level before
-the call, sampled every 2 ms. The per-example rows
-(``per_example``: id, n_tokens, seconds, peak_mb) are kept so cost can be plotted against n.
+Every attribution a run computes is timed as it is computed (``attrbench.plugin.Workspace``: one
+untimed warm-up call of each method per process first, since lazy imports and compilation are not the
+method's cost), so timing costs nothing beyond the attributions the other evaluations score. Memory is
+the peak resident set above the level before the call, sampled every 2 ms. A reused (cached)
+attribution keeps the cost measured when it was computed. Per example: seconds, peak MB, the number of
+tokens, and seconds per token (cost grows with length, so per-token cost compares methods across
+examples of different lengths), and the cost relative to one plain forward pass of the same example
+(``cost_vs_forward``, the pass timed as the median of three). The report shows cost as median
+[interquartile range] and does not rank it.
 """
-from tqdm.auto import tqdm
+import torch
 
 from attrbench.plugin import Evaluation, register, timed
 
@@ -15,25 +20,40 @@ class Timing(Evaluation):
     description = "wall time and peak memory per method per example, with sequence length"
     reference = "-"
     score_methods_only = False
+    ranked = False
     primary_metric = "seconds_per_example"
-    higher_is_better = {"seconds_per_example": False, "peak_mb": False}
+    higher_is_better = {"seconds_per_example": False, "peak_mb": False, "seconds_per_token": False,
+                        "cost_vs_forward": False}
     figures = ("cost", "bars")
     cost_columns = {"seconds_per_example": ("s / example", 3), "peak_mb": ("peak MB", 0)}
 
-    def run(self, adapter, methods, examples, context):
-        records = []
-        for method in methods:
-            method(adapter, [examples[0].text], target=examples[0].target)  # warm-up
-            rows = []
-            for example in tqdm(examples, desc=f"time {method.name}", unit="ex", disable=not context.progress,
-                                leave=False):
-                (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target))
-                rows.append({"id": example.id, "n_tokens": len(result.tokens), "seconds": seconds,
-                             "peak_mb": peak_mb})
-            for metric, key in (("seconds_per_example", "seconds"), ("peak_mb", "peak_mb")):
-                records.append(self.record(adapter, context, method, metric, [r[key] for r in rows], examples,
-                                           per_example=rows))
-        return records
+    @torch.no_grad()
+    def shared(self, work):
+        """The time of one plain forward pass of the example (the unit the methods' cost is read in)."""
+        ids = torch.tensor([work.ids], device=work.adapter.device)
+        mask = torch.ones_like(ids)
+        work.adapter.row_logits(work.resolved.row, input_ids=ids, attention_mask=mask)  # warm
+        runs = [timed(lambda: work.adapter.row_logits(work.resolved.row, input_ids=ids, attention_mask=mask))[1]
+                for _ in range(3)]
+        return {"forward_seconds": sorted(runs)[1]}
+
+    def score(self, work, result):
+        cost = result.meta["cost"]
+        return {"seconds_per_example": cost["seconds"], "peak_mb": cost["peak_mb"],
+                "seconds_per_token": cost["seconds"] / cost["n_tokens"],
+                "row": {"id": work.example.id, "n_tokens": cost["n_tokens"], "seconds": cost["seconds"],
+                        "peak_mb": cost["peak_mb"]}}
+
+    def summarise(self, scored, shared):
+        out = super().summarise(scored, shared)
+        for key, payloads in scored.items():
+            rows = [None if p is None else p["row"] for p in payloads]
+            out[key]["cost_vs_forward"]["values"] = [
+                None if p is None or not s else p["seconds_per_example"] / s["forward_seconds"]
+                for p, s in zip(payloads, shared)]
+            for metric in out[key]:
+                out[key][metric]["per_example"] = rows
+        return out
 
 
 register(Timing)

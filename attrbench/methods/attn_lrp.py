@@ -64,7 +64,7 @@ def _activation_identity_rule(module, args, out):
 
 
 def _scale_columns(module_output_width: int, scales: list[tuple[slice, float]], like: torch.Tensor):
-    factor = torch.ones(module_output_width, dtype=like.dtype)
+    factor = torch.ones(module_output_width, dtype=like.dtype, device=like.device)
     for columns, scale in scales:
         factor[columns] = scale
     return factor
@@ -85,7 +85,7 @@ def attn_lrp_rules(adapter):
             activations.add(spec.ff.activation)
             if spec.ff.gated:  # the product g(x W_gate) * (x W_up): its relevance split evenly between the two
                 handles.append(spec.ff_product_module.register_forward_pre_hook(
-                    lambda module, args: (_ScaleGradient.apply(args[0], torch.tensor(0.5, dtype=args[0].dtype)),)))
+                    lambda module, args: (_ScaleGradient.apply(args[0], args[0].new_tensor(0.5)),)))
         activations.update(step.fn for step in head_steps(adapter) if isinstance(step, Activation))
         for module, scales in divisions.items():
             def divide(module, args, out, scales=scales):
@@ -120,7 +120,7 @@ class AttnLRP(GradientMethod):
         with attn_lrp_rules(adapter):
             relevance = captum_attr().LayerGradientXActivation(forward, layer).attribute(
                 input_ids, additional_forward_args=(attention_mask,))
-        return relevance[0].detach().sum(-1).double().numpy(), {}
+        return relevance[0].detach().sum(-1).double().cpu().numpy(), {}
 
 
 register(AttnLRP)

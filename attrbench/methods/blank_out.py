@@ -9,7 +9,16 @@ each read at the target's row. The SVA reference of the ALTI paper.
 """
 import numpy as np
 
-from attrbench.plugin import InputError, Method, MethodResult, Param, no_head_reason, register, target_probabilities
+from attrbench.plugin import (
+    InputError,
+    Method,
+    MethodResult,
+    Param,
+    Readout,
+    no_head_reason,
+    register,
+    target_probabilities,
+)
 
 
 class BlankOut(Method):
@@ -46,7 +55,7 @@ class BlankOut(Method):
         for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids = batch.input_ids[b, :n].tolist()
             variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
-            probs = target_probabilities(adapter, resolved, variants, [resolved.row] * (n + 1),
+            probs = target_probabilities(adapter, Readout.of(resolved), variants, [resolved.row] * (n + 1),
                                          self.get_params()["batch_size"])
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
                                         {"blank_id": blank, "p_target": float(probs[0]),

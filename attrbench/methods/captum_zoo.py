@@ -64,7 +64,7 @@ class CaptumMethod(GradientMethod):
         embeds = layer(input_ids).detach().requires_grad_()  # captum warns when it has to set this itself
         baselines = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach() \
             if "baseline" in values else None
-        tokens = torch.arange(input_ids.shape[1])[None, :, None].expand_as(embeds).contiguous()  # token j = feature j
+        tokens = torch.arange(input_ids.shape[1], device=embeds.device)[None, :, None].expand_as(embeds).contiguous()  # token j = feature j
         numpy_state = np.random.get_state()  # GradientShap draws with numpy, the others with torch
         try:
             with torch.random.fork_rng():
@@ -76,7 +76,7 @@ class CaptumMethod(GradientMethod):
             np.random.set_state(numpy_state)
         attributions = attributions[0].detach().double()
         scores = attributions.sum(-1) if self.per_token == "sum" else attributions.mean(-1)
-        return scores.numpy(), meta
+        return scores.cpu().numpy(), meta
 
 
 def _delta(delta) -> dict:

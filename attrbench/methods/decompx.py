@@ -70,9 +70,9 @@ class DecompX(Method):
                                             activation_rule=self.ff_attribution, bias_split=self.bias_split)
             real, residual = check_logit(adapter, resolved, batch.input_ids[b:b + 1, :n], logits, bias_logit,
                                          tolerance, self.name)
-            scores = torch.zeros(n, dtype=torch.float64)
+            scores = torch.zeros(n, dtype=torch.float64, device=adapter.device)
             scores[:seen] = logits.double()
-            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores.numpy(), residual, {
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores.cpu().numpy(), residual, {
                 "dtype": str(adapter.dtype).replace("torch.", ""), "truncated": batch.truncated[b], "logit": real,
                 "bias_logit": float(bias_logit)}))
         return results

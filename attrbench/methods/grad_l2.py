@@ -14,7 +14,7 @@ class GradL2(GradientMethod):
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         grads = captum_attr().LayerGradientXActivation(forward, layer, multiply_by_inputs=False).attribute(
             input_ids, additional_forward_args=(attention_mask,))
-        norms = grads[0].detach().norm(dim=-1).double().numpy()
+        norms = grads[0].detach().norm(dim=-1).double().cpu().numpy()
         return safe_divide(norms, norms.sum()), {}
 
 

@@ -13,7 +13,7 @@ class GradXInput(GradientMethod):
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         attributions = captum_attr().LayerGradientXActivation(forward, layer).attribute(
             input_ids, additional_forward_args=(attention_mask,))
-        return attributions[0].detach().sum(-1).double().numpy(), {}
+        return attributions[0].detach().sum(-1).double().cpu().numpy(), {}
 
 
 register(GradXInput)

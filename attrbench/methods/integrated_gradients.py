@@ -26,7 +26,7 @@ class IntegratedGradients(GradientMethod):
         attributions, delta = captum_attr().LayerIntegratedGradients(forward, layer).attribute(
             input_ids, baselines=baselines, additional_forward_args=(attention_mask,), n_steps=values["n_steps"],
             method="gausslegendre", return_convergence_delta=True)
-        scores = attributions[0].detach().sum(-1).double().numpy()
+        scores = attributions[0].detach().sum(-1).double().cpu().numpy()
         explained = float(scores.sum() - delta.double().sum())  # F(x) - F(x'), by captum's definition of delta
         return (scores, {"convergence_delta": float(delta.abs().max()), "n_steps": values["n_steps"],
                          "relative_delta": float(abs(delta.double().sum()) / max(abs(explained), 1e-12)),

@@ -28,7 +28,7 @@ def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], cor
     def zero_values(spec):
         def hook(module, args, output):
             output = output.clone()
-            output[torch.arange(len(zeroed)), zeroed, spec.value_columns] = 0
+            output[torch.arange(len(zeroed), device=output.device), zeroed, spec.value_columns] = 0
             return output
         return hook
 
@@ -53,9 +53,9 @@ def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_si
     clean = [cap.out for cap in adapter.capture(batch)]
     final_norm = adapter.final_norm if adapter.final_norm is not None else (lambda x: x)
     read = [*clean[:-1], final_norm(clean[-1])]
-    maps = torch.zeros((adapter.n_layers, n, n), dtype=clean[0].dtype)
+    maps = clean[0].new_zeros((adapter.n_layers, n, n))
     for start in range(0, n, batch_size):
-        zeroed = torch.arange(start, min(n, start + batch_size))
+        zeroed = torch.arange(start, min(n, start + batch_size), device=adapter.device)
         corrupted: list = [None] * adapter.n_layers
         with _zeroing_hooks(adapter, zeroed, clean, corrupted):
             adapter.model.base_model(input_ids=input_ids.expand(len(zeroed), n),
@@ -65,7 +65,7 @@ def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_si
             maps[layer][:, zeroed] = (1 - torch.cosine_similarity(real, new, dim=-1)).T  # (n, chunk)
     if adapter.causal:
         maps = maps.tril()
-    maps = torch.where(maps < threshold, 0.0, maps).double().numpy()
+    maps = torch.where(maps < threshold, 0.0, maps).double().cpu().numpy()
     return safe_divide(maps, maps.sum(-1, keepdims=True))
 
 

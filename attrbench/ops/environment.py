@@ -2,14 +2,39 @@
 from __future__ import annotations
 
 import platform
+import re
 import sys
 
 import torch
 import transformers
 
 from .._version import __version__
+from ..errors import InputError
 
 
 def library_versions() -> dict:
     return {"attrbench": __version__, "torch": torch.__version__, "transformers": transformers.__version__,
             "python": sys.version.split()[0], "platform": platform.platform()}
+
+
+DEVICE_SYNTAX = "auto, cpu, cuda, cuda:N or mps"
+
+
+def resolve_device(device: str) -> str:
+    """A device name made concrete (``auto``: the first GPU, else Apple's MPS, else the CPU), checked to exist
+    here, so a run on the wrong machine stops with one line before loading anything."""
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "mps" if torch.backends.mps.is_available() else "cpu"
+    if not isinstance(device, str) or not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+        raise InputError(f"device {device!r} is not understood; use {DEVICE_SYNTAX}")
+    if device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise InputError(f"device '{device}' asked for, but this machine has no CUDA GPU (torch "
+                             f"{torch.__version__}); use --device cpu or auto")
+        index = int(device.split(":")[1]) if ":" in device else 0
+        if index >= torch.cuda.device_count():
+            raise InputError(f"device '{device}' does not exist: this machine has {torch.cuda.device_count()} GPU(s), "
+                             f"cuda:0..cuda:{torch.cuda.device_count() - 1}")
+    if device == "mps" and not torch.backends.mps.is_available():
+        raise InputError("device 'mps' asked for, but Apple's MPS is not available here; use --device cpu or auto")
+    return device

@@ -6,6 +6,7 @@ import threading
 import time
 
 import psutil
+import torch
 
 
 def _release_free_memory() -> None:
@@ -49,10 +50,18 @@ class PeakMemory:
         return False
 
 
+def _synchronize() -> None:
+    """Wait for queued GPU work, so that a CUDA call's time is its own."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
 def timed(fn):
     """(result, seconds, peak MB above the start) of one call."""
     with PeakMemory() as memory:
+        _synchronize()
         start = time.perf_counter()
         result = fn()
+        _synchronize()
         seconds = time.perf_counter() - start
     return result, seconds, memory.peak_bytes / 2**20

@@ -1,98 +1,232 @@
-"""Perturb-then-read: the target's probability on perturbed token-id sequences, one helper for all.
+"""Perturb-then-read: the scored probability of perturbed token-id sequences, one path for every erasure curve.
 
-Used by the erasure methods (blank-out) and the erasure evaluations (comprehensiveness and
-sufficiency). Perturbations stay in token-id space (never decoded and re-tokenised), the target is
-fixed on the unperturbed text (its predicted class or token), and each sequence is read at the row
-the caller gives (deletions move the explained row; replacements do not).
+What is scored is the probability of the explained target, read at its row: p(class) for a
+classifier, p(token) for a language model, and for a contrast target (``contrast:A/B``, what the
+methods explain as logit(A) − logit(B)) the same contrast as a probability, σ(logit A − logit B) =
+p(A | {A, B}). Perturbations stay in token-id space (never decoded and re-tokenised); the target is
+fixed on the unperturbed text.
+
+An erasure metric removes *features* of an example, each a set of its non-special tokens:
+
+- ``unit``: ``token`` (every non-special token is a feature) or ``word`` (the tokens of one word, as the
+  tokenizer's pre-tokenizer splits words: Edin et al.'s word map);
+- ``operator``: ``delete`` (the tokens leave the sequence; the explained row moves with it), ``mask``
+  or ``pad`` (each token is replaced by the mask or pad token; rows stay), or ``auto`` (``mask`` for an
+  encoder whose tokenizer has a mask token, ``delete`` for a decoder, which was never trained with one).
+
+Special tokens ([CLS], [SEP], the probe's [MASK], BOS) always stay. :class:`Perturbations` asks for
+model outputs through :class:`Forward` requests that a generator yields (``yield from``), so a
+scheduler can gather the requests of many examples, metrics and methods, send each distinct
+sequence through the model once, in batches, and cache it (``attrbench.ops.batching``);
+:func:`answer` serves one generator alone.
 """
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generator, Optional, Sequence
 
 import numpy as np
 import torch
 
+from ..errors import InputError
 from ..models.adapter import pad_ids
 from .targets import ResolvedTarget, explained_row
 from .tokens import non_special, ranked
 
+OPERATORS = ("auto", "delete", "mask", "pad")
+UNITS = ("token", "word")
+
+
+@dataclass(frozen=True)
+class Readout:
+    """The scored number of a model output row: p(index), or σ(logit index − logit contrast) for a contrast."""
+
+    index: int
+    contrast: Optional[int] = None
+
+    @classmethod
+    def of(cls, resolved: ResolvedTarget) -> "Readout":
+        if resolved.index is None:
+            raise InputError(f"target '{resolved.target}' reads no output: the model has no head to perturb")
+        return cls(resolved.index, resolved.contrast_index)
+
+
+def read(logits: torch.Tensor, readouts: Sequence[Readout]) -> np.ndarray:
+    """(B,) scored probabilities of (B, classes or vocabulary) logits, one readout per row."""
+    rows = torch.arange(len(readouts), device=logits.device)
+    index = torch.tensor([r.index for r in readouts], device=logits.device)
+    contrast = [r.contrast for r in readouts]
+    if all(c is None for c in contrast):
+        return logits.softmax(-1)[rows, index].double().cpu().numpy()
+    probs = logits.softmax(-1)[rows, index]
+    other = torch.tensor([-1 if c is None else c for c in contrast], device=logits.device)
+    pairs = torch.sigmoid(logits[rows, index] - logits[rows, other.clamp_min(0)])
+    has = torch.tensor([c is not None for c in contrast], device=logits.device)
+    return torch.where(has, pairs, probs).double().cpu().numpy()
+
 
 @torch.no_grad()
-def target_probabilities(adapter, resolved: ResolvedTarget, sequences: Sequence[Sequence[int]],
-                         rows: Sequence[int], batch_size: int = 64) -> np.ndarray:
-    """p(explained class/token) of each sequence read at ``rows[k]``: (len(sequences),).
+def target_probabilities(adapter, readout: Readout, sequences: Sequence[Sequence[int]], rows: Sequence[int],
+                         batch_size: int = 64) -> np.ndarray:
+    """The scored probability of each sequence read at ``rows[k]``: (len(sequences),).
 
-    Sequences go through the model in length-sorted (stable), right-padded batches of
-    ``batch_size``. The softmax runs in the model's dtype: the logits carry no more precision than
-    that, so a change below it is no change (a blanked token that moves nothing scores exactly 0).
+    Sequences go through the model in length-sorted (stable), right-padded batches of ``batch_size``.
+    The softmax runs in the model's dtype: the logits carry no more precision than that, so a change
+    below it is no change (a blanked token that moves nothing scores exactly 0).
     """
     out = np.zeros(len(sequences))
     order = np.argsort([len(s) for s in sequences], kind="stable")
     for k in range(0, len(order), batch_size):
         chunk = order[k:k + batch_size]
-        ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id)
+        ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id, adapter.device)
         logits = adapter.row_logits([int(rows[i]) for i in chunk], input_ids=ids, attention_mask=mask)
-        out[chunk] = resolved.probability(logits).double().numpy()
+        out[chunk] = read(logits, [readout] * len(chunk))
     return out
 
 
+@dataclass
+class Forward:
+    """A request for the scored probability of token sequences, each read at its row, under one readout."""
+
+    adapter: Any
+    readout: Readout
+    sequences: list[tuple[int, ...]]
+    rows: list[int]
+    answer: Optional[np.ndarray] = field(default=None, repr=False)
+
+
+Requests = Generator[Forward, np.ndarray, Any]
+
+
+def answer(generator: Requests, batch_size: int = 64):
+    """Run one request generator alone, answering each :class:`Forward` with direct forward passes."""
+    try:
+        request = next(generator)
+        while True:
+            values = target_probabilities(request.adapter, request.readout, request.sequences, request.rows,
+                                          batch_size)
+            request = generator.send(values)
+    except StopIteration as done:
+        return done.value
+
+
 def ceil_count(percent: float, m: int) -> int:
-    """How many of m tokens a bin of ``percent`` % holds: ceil(percent m / 100), at least 1, at most m."""
+    """How many of m features a bin of ``percent`` % holds: ceil(percent m / 100), at least 1, at most m."""
     return min(m, max(1, math.ceil(percent * m / 100)))
 
 
-class Deletions:
-    """p(target) of one example with sets of its non-special tokens deleted, memoised.
+def resolve_operator(adapter, operator: str) -> str:
+    """``auto`` made concrete for a model; ``mask`` on a model without a mask token is an error naming the fix."""
+    if operator not in OPERATORS:
+        raise InputError(f"perturbation '{operator}' is not known; use {', '.join(OPERATORS)}")
+    has_mask = adapter.tokenizer.mask_token_id is not None
+    if operator == "auto":  # a masked LM's own blank; a decoder was never trained with one
+        return "mask" if has_mask and not adapter.causal else "delete"
+    if operator == "mask" and not has_mask:
+        raise InputError(f"'{adapter.name}' has no mask token to replace tokens with: use perturbation delete or pad "
+                         "(or auto)")
+    return operator
 
-    The deletion curves of every erasure metric (AOPC, NAOPC and its bounds, ABPC) come from here,
-    so a set of deleted tokens is sent through the model once however many orderings reach it.
-    ``removed`` sets hold indices into ``positions`` (the non-special tokens, in text order);
-    deletions are in token-id space and the target is read at its own row of each sequence.
+
+def word_features(adapter, text: str, input_ids: Sequence[int]) -> list[list[int]]:
+    """The non-special token positions of ``text`` grouped by word (the tokenizer's own word split)."""
+    encoding = adapter.tokenizer(text)
+    if list(encoding["input_ids"]) != list(input_ids):
+        raise InputError("word units need the text the token ids came from")
+    if not adapter.tokenizer.is_fast:
+        raise InputError(f"word units need a fast tokenizer (word ids); '{adapter.name}' has a slow one: "
+                         "use unit token")
+    words: dict[int, list[int]] = {}
+    keep = set(non_special(adapter, input_ids).tolist())
+    for position, word in enumerate(encoding.word_ids()):
+        if word is not None and position in keep:
+            words.setdefault(word, []).append(position)
+    return list(words.values())
+
+
+class Perturbations:
+    """The scored probability of one example with sets of its features removed, memoised.
+
+    Every erasure curve of an example (AOPC, NAOPC and its bounds, ABPC, sufficiency) comes from here,
+    so a set of removed features is read once however many orderings, metrics and methods reach it.
+    ``removed`` sets hold feature indices (features in text order). Methods take and return
+    generators of :class:`Forward` requests (see the module docstring).
     """
 
-    def __init__(self, adapter, input_ids: Sequence[int], resolved: ResolvedTarget, batch_size: int = 64):
-        self.adapter, self.ids, self.resolved, self.batch_size = adapter, list(input_ids), resolved, batch_size
-        self.positions = non_special(adapter, self.ids)
-        self._row = lambda ids: explained_row(adapter, ids, resolved.target)
+    def __init__(self, adapter, input_ids: Sequence[int], resolved: ResolvedTarget, operator: str = "delete",
+                 unit: str = "token", text: Optional[str] = None):
+        if unit not in UNITS:
+            raise InputError(f"perturbation unit '{unit}' is not known; use {' or '.join(UNITS)}")
+        self.adapter, self.ids, self.resolved = adapter, list(input_ids), resolved
+        self.readout = Readout.of(resolved)
+        self.operator, self.unit = resolve_operator(adapter, operator), unit
+        if unit == "word":
+            if text is None:
+                raise InputError("word units need the example's text")
+            self.features = word_features(adapter, text, self.ids)
+        else:
+            self.features = [[int(p)] for p in non_special(adapter, self.ids)]
+        token = {"mask": adapter.tokenizer.mask_token_id, "pad": adapter.tokenizer.pad_token_id}
+        self._replacement = token.get(self.operator)
         self._p: dict[frozenset, float] = {}
-        self.p_full = float(self.probabilities([frozenset()])[0])
 
     @property
     def m(self) -> int:
-        return len(self.positions)
+        """The number of features."""
+        return len(self.features)
+
+    @property
+    def positions(self) -> list[int]:
+        """Every feature's token positions, in order (the tokens an attribution is judged on)."""
+        return [p for feature in self.features for p in feature]
 
     @property
     def evaluated(self) -> list[frozenset]:
-        """The distinct deletion sets sent through the model so far (each one text)."""
+        """The distinct removal sets read so far."""
         return list(self._p)
 
-    def sequence(self, removed: frozenset) -> list[int]:
-        gone = {int(self.positions[i]) for i in removed}
-        return [t for p, t in enumerate(self.ids) if p not in gone]
+    def sequence(self, removed: frozenset) -> tuple[tuple[int, ...], int]:
+        """The token ids with the features in ``removed`` removed, and the row the target is read at."""
+        gone = {p for i in removed for p in self.features[i]}
+        if self._replacement is None:
+            ids = tuple(t for p, t in enumerate(self.ids) if p not in gone)
+            return ids, explained_row(self.adapter, list(ids), self.resolved.target)
+        ids = tuple(self._replacement if p in gone else t for p, t in enumerate(self.ids))
+        return ids, self.resolved.row
 
-    def probabilities(self, sets: Sequence[frozenset]) -> np.ndarray:
-        """p(target) with each set of (indices of) non-special tokens deleted; new sets in one batched pass."""
+    def empty_after(self, removed: frozenset) -> bool:
+        """Whether removing these features leaves no token at all (a one-word prompt of a decoder, deleted)."""
+        return self._replacement is None and len(self.ids) == sum(len(self.features[i]) for i in removed)
+
+    def probabilities(self, sets: Sequence[frozenset]) -> Requests:
+        """The scored probability with each set of features removed; unseen sets in one request."""
         new = list(dict.fromkeys(s for s in sets if s not in self._p))
         if new:
-            sequences = [self.sequence(s) for s in new]
-            values = target_probabilities(self.adapter, self.resolved, sequences, [self._row(s) for s in sequences],
-                                          self.batch_size)
-            self._p.update(zip(new, values.tolist()))
-        return np.array([self._p[s] for s in sets])
+            sequences, rows = zip(*(self.sequence(s) for s in new))
+            values = yield Forward(self.adapter, self.readout, list(sequences), list(rows))
+            self._p.update(zip(new, np.asarray(values, dtype=np.float64).tolist()))
+        return np.array([self._p[s] for s in sets], dtype=np.float64)
+
+    def full(self) -> Requests:
+        """p(target | x): nothing removed."""
+        return float((yield from self.probabilities([frozenset()]))[0])
+
+    def drops(self, sets: Sequence[frozenset], keep: bool = False) -> Requests:
+        """p(x) − p(x') with each set of features removed (``keep``: only that set kept), in one request."""
+        everything = frozenset(range(self.m))
+        asked = [everything - s for s in sets] if keep else list(sets)
+        values = yield from self.probabilities([frozenset()] + asked)
+        return values[0] - values[1:]
 
     def order(self, scores: np.ndarray) -> list[int]:
-        """Indices into ``positions``, most relevant first (ties: earlier token first)."""
-        return ranked(np.asarray(scores)[self.positions])
+        """Feature indices, most relevant first: a feature's score is the sum of its tokens' (ties: earlier first)."""
+        scores = np.asarray(scores, dtype=np.float64)
+        return ranked([scores[feature].sum() for feature in self.features])
 
-    def drops(self, sets: Sequence[frozenset], keep: bool = False) -> np.ndarray:
-        """p(x) − p(x') with each set of token indices deleted (``keep``: only that set kept), one batch."""
-        everything = frozenset(range(self.m))
-        return self.p_full - self.probabilities([everything - s for s in sets] if keep else list(sets))
+    def curve(self, order: Sequence[int], keep: bool = False) -> Requests:
+        """Drops for k = 1 .. m−1 features of ``order`` removed (``keep``: only those kept).
 
-    def curve(self, order: Sequence[int], keep: bool = False) -> np.ndarray:
-        """Drops for k = 1 .. m−1 tokens of ``order`` deleted (``keep``: only those kept).
-
-        k = m is left out: deleting (or keeping) every token is the same text for every ordering.
+        k = m is left out: removing (or keeping) every feature is the same input for every ordering.
         """
-        return self.drops([frozenset(order[:k]) for k in range(1, self.m)], keep)
+        return (yield from self.drops([frozenset(order[:k]) for k in range(1, self.m)], keep))

@@ -121,8 +121,12 @@ class ResolvedTarget:
         return score if self.contrast_index is None else score - at[:, self.contrast_index]
 
     def probability(self, logits):
-        """(B,) probability of the explained class/token (the correct one, for contrasts)."""
-        return self._at(logits).softmax(-1)[:, self.index]
+        """(B,) the scored probability: of the explained class/token, or for a contrast A/B the same contrast as a
+        probability, σ(logit A − logit B) = p(A | {A, B})."""
+        at = self._at(logits)
+        if self.contrast_index is None:
+            return at.softmax(-1)[:, self.index]
+        return torch.sigmoid(at[:, self.index] - at[:, self.contrast_index])
 
     def _at(self, logits):
         if self.head is None:
@@ -196,6 +200,6 @@ def resolve(adapter, input_ids: list[int], target: Target, logits=None, predict:
 def resolve_text(adapter, input_ids: list[int], target: Target | str | None) -> ResolvedTarget:
     """:func:`resolve` on one tokenised text; the model runs only if the target needs its prediction."""
     target = target if isinstance(target, Target) else Target.parse(target)
-    ids = torch.tensor([input_ids])
+    ids = torch.tensor([input_ids], device=adapter.device)
     return resolve(adapter, input_ids, target,
                    lambda: adapter.model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits)

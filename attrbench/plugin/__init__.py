@@ -35,21 +35,21 @@ from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.hashing import file_sha256
 from ..ops.measure import timed
 from ..ops.numeric import safe_divide
-from ..ops.perturb import Deletions, ceil_count, target_probabilities
+from ..ops.perturb import OPERATORS, UNITS, Forward, Perturbations, Readout, ceil_count, target_probabilities
 from ..ops.stats import RANKS, map_change, mean_of_defined, spearman
 from ..ops.targets import ResolvedTarget, Target, head_kind, no_head_reason, resolve_text
 from ..ops.tokens import non_special, ranked, special_mask, word_tokens
+from ..params import Configurable, Param, params_key
+from ..registry import DATASETS, EVALS, METHODS, Registry, register
 from .conformance import check_method
-from .evaluation import Analysis, EvalContext, Evaluation, Workspace, decompositions
+from .evaluation import Analysis, EvalContext, Evaluation, ExampleWork, Workspace, decompositions
 from .gradient import BASELINE_PARAM, BASELINES, GradientMethod, baseline_ids, captum_attr
 from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, ScopeMap
-from .params import Configurable, Param, params_key
-from .registry import DATASETS, EVALS, METHODS, Registry, register
 
 __all__ = [
     # plugin kinds and their declarations
     "Method", "MethodResult", "ScopeMap", "Rollout", "GradientMethod", "Evaluation", "Analysis", "EvalContext",
-    "Workspace", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS",
+    "Workspace", "ExampleWork", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS",
     "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method",
     # registries
     "METHODS", "EVALS", "DATASETS", "Registry", "register",
@@ -62,7 +62,8 @@ __all__ = [
     # models
     "TransformerAdapter", "forward_hooks", "norm_spec", "Activation", "head_steps", "no_readout_reason",
     # shared operations
-    "rollout", "row_normalise", "with_identity", "safe_divide", "timed", "file_sha256", "Deletions", "ceil_count",
+    "rollout", "row_normalise", "with_identity", "safe_divide", "timed", "file_sha256", "Perturbations", "Forward",
+    "Readout", "OPERATORS", "UNITS", "ceil_count",
     "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "Target", "ResolvedTarget",
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",
     # data

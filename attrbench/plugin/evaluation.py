@@ -1,49 +1,70 @@
-"""The one call shape every evaluation plugin has, and what it declares for the report.
+"""The call shapes of evaluation plugins, and what they declare for the report.
 
-``evaluation(adapter, methods, examples, context) -> list[dict]``: one record per (method, metric),
-each with at least ``model, method, eval, dataset, metric, mean, std, n`` and the example ids it
-was computed on (see :meth:`Evaluation.record`). Evaluations that score methods get their input
-attributions from ``context.attributions``, so every evaluation of a run explains the same
-examples with the same targets and shares the work (:class:`Workspace`). Analyses of the model itself (the papers'
-figures) take no methods (``needs_methods = False``).
+Two kinds:
+
+- **scoring evaluations** (``needs_methods``) work per example. ``score(work, result)`` gives one
+  method's payload on one example (``{metric: value, ...}``); ``shared(work)`` gives what every method
+  of that example shares (e.g. NAOPC's bounds); ``summarise`` turns the payloads of a sample into each
+  metric's per-example values (where a metric needs all methods at once, as NAOPC's normalisation
+  does). Model outputs are asked for by yielding :class:`~attrbench.ops.perturb.Forward` requests
+  (``yield from work.perturbations(...).drops(...)``), so a run answers every request of a shard at
+  once, deduplicated and batched (``attrbench.ops.batching``), and keeps each payload per example:
+  adding a method or raising n computes only the missing ones.
+- **analyses** of the model itself (the papers' figures; ``needs_methods = False``) compute records
+  over a whole sample with :meth:`Evaluation.run`.
+
+Both are called as ``evaluation(adapter, methods, examples, context) -> list[dict]``: one record per
+(method, metric), each with ``model, method, eval, dataset, metric, mean, std, n``, the example ids
+and per-example values (:meth:`Evaluation.record`). Attributions come from ``work.attribution`` /
+``context.attributions``, so every evaluation of a run explains the same examples with the same
+targets and shares the work (:class:`Workspace`).
 
 What the report shows is declared here, not in the report: the metric a table is ranked by and
 each metric's direction, the figure kinds (``attrbench.report.figures.FIGURES``), the columns an
-evaluation adds to the other tables of its suite (cost), and a published reference per record
-(``published = {"value", "source"}``). A new evaluation plugin gets its table and figure from these.
+evaluation adds to the other tables of its suite (cost), a published reference per record
+(``published = {"value", "source"}``), and whether a metric is derived from another evaluation's.
 """
 from __future__ import annotations
 
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
+import numpy as np
 from tqdm.auto import tqdm
 
 from ..datasets.base import Example
 from ..decompose import decompose
 from ..errors import InputError
-from ..ops.perturb import Deletions
+from ..ops.batching import Batcher
+from ..ops.measure import timed
+from ..ops.perturb import Perturbations
 from ..ops.stats import summary
-from ..ops.targets import resolve_text
+from ..ops.targets import ResolvedTarget, resolve_text
+from ..params import Configurable
 from .method import Method, MethodResult
-from .params import Configurable
 
 
 class Workspace:
-    """What the evaluations of one process share: memoised attributions and per-example work.
+    """What the evaluations of one process share: attributions (timed, memoised), per-example work, and the
+    batcher that answers their model-output requests.
 
-    Methods are deterministic (a conformance check), so an attribution is keyed by model, dtype,
-    method with its parameters, text and target, and computed once however many evaluations score
-    it; per-example work that does not depend on the method (an example's deletion curves, NAOPC's
-    bounds) is memoised by a key naming everything it depends on. The run context
+    Methods are deterministic (a conformance check), so an attribution is keyed by model weights,
+    dtype, method with its parameters, text and target, and computed once however many evaluations
+    score it; ``store`` (``attrbench.runtime.workcache.WorkCache``) keeps it across processes and runs.
+    Each computed attribution records its cost (``meta["cost"]``: seconds and peak memory of that call,
+    after one untimed warm-up call of the method per process). The run context
     (``attrbench.runtime.context.RunContext``) is one; a plain one serves a single call.
     """
 
-    def __init__(self, batch_size: int = 64, cache_size: int = 20_000):
-        self.batch_size, self.cache_size = batch_size, cache_size
+    def __init__(self, batch_size: int = 64, cache_size: int = 20_000, store=None, batcher: Optional[Batcher] = None):
+        self.batch_size, self.cache_size, self.store = batch_size, cache_size, store
+        self.batcher = batcher or Batcher(store)
         self._attributions: "OrderedDict[tuple, MethodResult]" = OrderedDict()
         self._memo: "OrderedDict[tuple, object]" = OrderedDict()
+        self._warm: set[tuple] = set()
+        self.attributions_computed = 0
 
     def memo(self, key: tuple, compute):
         """A value shared by the units of this process, computed once per key (which names all it depends on)."""
@@ -53,26 +74,74 @@ class Workspace:
                 self._memo.popitem(last=False)
         return self._memo[key]
 
+    def attribution(self, adapter, method: Method, example: Example) -> MethodResult:
+        """One method's input attribution of one example for its own target, with its cost (memoised, stored)."""
+        key = (adapter.weights_sha256, str(adapter.dtype), method.key, example.text, example.target)
+        if key in self._attributions:
+            return self._attributions[key]
+        stored_key = "|".join(map(str, key))
+        stored = self.store.attribution_get(stored_key) if self.store is not None else None
+        if stored is not None:
+            result = MethodResult(method.name, adapter.name, stored["tokens"], np.asarray(stored["values"]),
+                                  stored["residual"], stored["meta"])
+        else:
+            if (adapter.weights_sha256, method.key) not in self._warm:  # lazy imports, JIT: not the method's cost
+                method(adapter, [example.text], target=example.target)
+                self._warm.add((adapter.weights_sha256, method.key))
+            (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target))
+            result.meta["cost"] = {"seconds": seconds, "peak_mb": peak_mb, "n_tokens": len(result.tokens)}
+            self.attributions_computed += 1
+            if self.store is not None:
+                self.store.attribution_put(stored_key, {"tokens": result.tokens, "values": result.values.tolist(),
+                                                        "residual": result.residual, "meta": result.meta})
+        self._attributions[key] = result
+        if len(self._attributions) > self.cache_size:
+            self._attributions.popitem(last=False)
+        return result
+
     def attributions(self, adapter, method: Method, examples: Sequence[Example], progress: bool = False,
                      desc: str = "") -> list[MethodResult]:
         """One method's input attributions for each example's own target (memoised)."""
-        results = []
-        for e in tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False):
-            key = (adapter.name, str(adapter.dtype), method.key, e.text, e.target)
-            if key not in self._attributions:
-                self._attributions[key] = method(adapter, [e.text], target=e.target)[0]
-                if len(self._attributions) > self.cache_size:
-                    self._attributions.popitem(last=False)
-            results.append(self._attributions[key])
-        return results
+        return [self.attribution(adapter, method, e)
+                for e in tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False)]
 
-    def deletions(self, adapter, input_ids: Sequence[int], target: str) -> Deletions:
-        """The one :class:`~attrbench.ops.perturb.Deletions` of an example (model, text, target): every method and
-        every erasure metric of that example reads and fills the same memo, so a set of deleted tokens that two
-        methods' rankings (or AOPC, NAOPC and ABPC) reach goes through the model once."""
-        ids = list(input_ids)
-        return self.memo(("deletions", adapter.name, str(adapter.dtype), tuple(ids), target),
-                         lambda: Deletions(adapter, ids, resolve_text(adapter, ids, target), self.batch_size))
+    def work(self, adapter, example: Example, seed: int = 0, dataset: str = "") -> "ExampleWork":
+        """The per-example view every evaluation of that example shares (memoised)."""
+        return self.memo(("work", adapter.weights_sha256, str(adapter.dtype), example.text, example.target, seed,
+                          dataset), lambda: ExampleWork(self, adapter, example, seed, dataset))
+
+
+class ExampleWork:
+    """One example as the evaluations see it: its tokens, its resolved target, its perturbations, attributions."""
+
+    def __init__(self, workspace: Workspace, adapter, example: Example, seed: int = 0, dataset: str = ""):
+        self.workspace, self.adapter, self.example, self.seed = workspace, adapter, example, seed
+        self.dataset = dataset  # the dataset's name (or a file's path), for evaluations whose choices depend on it
+        self.ids: list[int] = adapter.tokenizer(example.text)["input_ids"]
+        self._resolved: Optional[ResolvedTarget] = None
+        self._perturbations: dict[tuple, Perturbations] = {}
+
+    @property
+    def resolved(self) -> ResolvedTarget:
+        """The example's target made concrete (the model's prediction, for ``auto``): computed once."""
+        if self._resolved is None:
+            self._resolved = resolve_text(self.adapter, self.ids, self.example.target)
+        return self._resolved
+
+    def perturbations(self, operator: str = "delete", unit: str = "token") -> Perturbations:
+        """The example's memo of perturbed inputs for one operator and unit, shared by every metric and method."""
+        key = (operator, unit)
+        if key not in self._perturbations:
+            self._perturbations[key] = Perturbations(self.adapter, self.ids, self.resolved, operator, unit,
+                                                     self.example.text)
+        return self._perturbations[key]
+
+    def attribution(self, method: Method) -> MethodResult:
+        return self.workspace.attribution(self.adapter, method, self.example)
+
+    def rng(self, salt: str) -> np.random.Generator:
+        """A generator seeded by the run's seed, the example and ``salt``: the same draws for every method."""
+        return np.random.default_rng(zlib.crc32(f"{self.seed}:{self.example.id}:{salt}".encode()))
 
 
 @dataclass
@@ -89,12 +158,11 @@ class EvalContext:
         """One method's input attributions for each example's own target, shared by the run's evaluations."""
         return self.shared.attributions(adapter, method, examples, self.progress, desc)
 
-    def deletions(self, adapter, input_ids: Sequence[int], target: str) -> Deletions:
-        """The example's deletion memo, shared by every method and erasure metric of the run."""
-        return self.shared.deletions(adapter, input_ids, target)
+    def work(self, adapter, example: Example) -> ExampleWork:
+        return self.shared.work(adapter, example, self.seed, self.dataset)
 
     def memo(self, key: tuple, compute):
-        """A per-example value shared by every method (e.g. NAOPC's bounds); ``key`` names all it depends on."""
+        """A per-example value shared by every method; ``key`` names all it depends on."""
         return self.shared.memo(key, compute)
 
 
@@ -109,9 +177,14 @@ class Evaluation(Configurable):
     score_methods_only: bool = True  # needs input attributions (not token-to-token maps)
     # -- for the report --
     primary_metric: Optional[str] = None  # the metric its tables are ranked by (default: the first)
-    higher_is_better: dict[str, bool] = {}  # each metric's direction, recorded with every result
+    higher_is_better: dict[str, bool] = {}  # each metric's direction (its keys: the metrics score() gives)
+    derived: Optional[str] = None  # how its metric follows from another evaluation's (it is then not counted apart)
+    ranked: bool = True  # whether its tables rank methods (cost is shown, not tiered)
+    headline: int = 100  # which faithfulness table leads a suite's summary (lowest first)
     figures: tuple[str, ...] = ("bars",)  # figure kinds, by name in attrbench.report.figures.FIGURES
     cost_columns: dict[str, tuple[str, int]] = {}  # metric -> (column, decimals) it adds to the suite's method tables
+    rope: dict[str, float] = {}  # region of practical equivalence per metric (default 0.01)
+    record_fields: tuple[str, ...] = ()  # payload fields that are the same on every example, kept in the records
 
     def takes(self, method: Method) -> bool:
         return method.output == "scores" or not self.score_methods_only
@@ -139,9 +212,56 @@ class Evaluation(Configurable):
         self.check_examples(adapter, examples)
         return self.run(adapter, list(methods), list(examples), context)
 
-    def run(self, adapter, methods, examples, context) -> list[dict]:
+    # -- scoring evaluations: per example ------------------------------------------------------------
+    def shared(self, work: ExampleWork) -> Any:
+        """What every method of this example shares (a payload dict, a generator giving one, or None for nothing)."""
+        return None
+
+    def score(self, work: ExampleWork, result: MethodResult) -> Any:
+        """One method's payload on one example: ``{metric: value or None, ...}``, or a generator giving it."""
         raise NotImplementedError
 
+    @property
+    def per_example(self) -> bool:
+        """Whether it scores one example at a time (``score``); one that only implements ``run`` is run on one
+        example at a time instead (:meth:`payload_by_run`)."""
+        return type(self).score is not Evaluation.score
+
+    def payload_by_run(self, work: ExampleWork, method: Method, context: "EvalContext") -> dict:
+        """The payload of an evaluation that implements only :meth:`run`: its records on this one example."""
+        records = self.run(work.adapter, [method], [work.example], context)
+        return {r["metric"]: r["values"][0] for r in records}
+
+    def summarise(self, scored: dict[str, list[Optional[dict]]], shared: list[Optional[dict]]
+                  ) -> dict[str, dict[str, dict]]:
+        """Per method key and metric, ``{"values": [one per example, None where undefined], **extra}`` from the
+        payloads of a sample (``scored[method key][k]`` and ``shared[k]`` for example k). By default each metric's
+        value is read from each payload; evaluations whose metrics need every method (normalisation) override it."""
+        out = {}
+        for key, payloads in scored.items():
+            fields = {f: next((p[f] for p in payloads if p is not None and p.get(f) is not None), None)
+                      for f in self.record_fields}
+            out[key] = {metric: {"values": [None if p is None else p.get(metric) for p in payloads], **fields}
+                        for metric in self.higher_is_better}
+        return out
+
+    def run(self, adapter, methods, examples, context) -> list[dict]:
+        """Records of one sample: every payload computed (model outputs batched across examples), then summarised."""
+        works = [context.work(adapter, e) for e in examples]
+        jobs = {}
+        for k, work in enumerate(works):
+            jobs[("shared", k)] = self.shared(work)
+        for method in methods:
+            for k, work in enumerate(works):
+                jobs[(method.key, k)] = self.score(work, work.attribution(method))
+        done = context.shared.batcher.run(jobs)
+        summaries = self.summarise({m.key: [done[(m.key, k)] for k in range(len(works))] for m in methods},
+                                   [done[("shared", k)] for k in range(len(works))])
+        return [self.record(adapter, context, method, metric, entry["values"], examples,
+                            **{k: v for k, v in entry.items() if k != "values"})
+                for method in methods for metric, entry in summaries[method.key].items()]
+
+    # -- records ---------------------------------------------------------------------------------
     def record(self, adapter, context: EvalContext, method: Method | str, metric: str, values,
                examples: Sequence[Example], **extra) -> dict:
         """A result row: mean ± std over the defined per-example ``values`` (None marks undefined ones).

@@ -14,8 +14,8 @@ import torch
 from ..errors import InputError
 from ..ops.targets import no_head_reason
 from ..ops.tokens import special_mask
+from ..params import Param
 from .method import Method, MethodResult
-from .params import Param
 
 BASELINES = ("pad", "mask", "unk", "eos")
 BASELINE_PARAM = Param("pad", "token the baseline puts in place of every non-special token", choices=BASELINES)
@@ -29,7 +29,7 @@ def baseline_ids(adapter, input_ids: torch.Tensor, baseline: str) -> torch.Tenso
     if baseline_id is None:
         raise InputError(f"baseline token '{baseline}' is not available for '{adapter.name}': "
                          f"use one of {', '.join(BASELINES)} that it has")
-    special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist()))
+    special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist())).to(input_ids.device)
     return torch.where(special, input_ids[0], baseline_id)[None]
 
 

@@ -20,7 +20,7 @@ from ..errors import InputError, MethodError
 from ..models import TransformerAdapter
 from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.targets import ResolvedTarget, Target, resolve_text
-from .params import Configurable, Param
+from ..params import Configurable, Param
 
 VALUE_BIAS_PARAM = Param("token", "where the value bias b_V goes: each token's part (token) or the bias term (bias)",
                          choices=VALUE_BIAS)

@@ -5,12 +5,15 @@ A config (TOML, or YAML if PyYAML is installed; ``configs/default.toml`` is the 
     name = "default"
     seed = 0
     dtype = "float32"
-    shard_size = 20                     # examples per unit
+    device = "auto"                     # optional: auto, cpu, cuda, cuda:N or mps (default cpu)
+    budget = "15m"                      # optional: stop starting shards after this long (s, m or h)
+    shard_size = 8                      # examples per job
+    batch_tokens = 4096                 # optional: padded tokens per batch of model-output requests
 
     [[suite]]
     model = "MODEL"
     dataset = "DATASET"
-    n = 40                              # sampled examples (seeded)
+    n = 40                              # the first n of a seeded order of the examples (all when left out)
     methods = "all"                     # or a list of method names
     exclude_methods = ["NAME", ...]     # optional, with "all": every method but these (at the top: every suite's)
     evals = ["EVAL", ...]
@@ -19,16 +22,17 @@ A config (TOML, or YAML if PyYAML is installed; ``configs/default.toml`` is the 
     PARAM = VALUE
     [suite.eval_params.EVAL]            # optional: an evaluation's parameters
     PARAM = VALUE
+    [suite.dataset_params]              # optional: the dataset's parameters (e.g. sst2: target = "label")
+    PARAM = VALUE
+    [suite.eval_n]                      # optional: a smaller sample for an evaluation (e.g. an analysis)
+    EVAL = N
 
-A unit is (model, dataset, evaluation, method, example shard), each with its parameters, planned by
-``attrbench.runtime.plan`` and computed by ``attrbench.runtime.pipeline``. Parameters are part of a
-unit's key: changing one in the config and rerunning in the same folder recomputes exactly the
-units it affects; everything else in the config is the run folder's identity (:func:`config_hash`).
+Every result row is keyed by all it depends on (``attrbench.runtime.store``), so a config may change
+between runs in one folder: a changed parameter, an added method or a larger n computes exactly the
+rows it adds, and the leaderboard shows the rows the current config asks for.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import sys
 from pathlib import Path
@@ -40,17 +44,37 @@ else:  # Python 3.10
     import tomli as tomllib
 
 from ..datasets.files import looks_like_file
+from ..datasets.lookup import dataset_plugin
 from ..errors import InputError
 from ..ops.stats import MIN_RESAMPLES, RESAMPLES
-from ..plugin.registry import DATASETS, EVALS, METHODS
+from ..registry import DATASETS, EVALS, METHODS
 from .options import DTYPES
 
 DEFAULT_CONFIG = Path(__file__).parent / "configs" / "default.toml"
-TOP_KEYS = {"name": str, "seed": int, "dtype": str, "shard_size": int, "bootstrap_resamples": int,
-            "exclude_methods": list, "suite": list}
+TOP_KEYS = {"name": str, "seed": int, "dtype": str, "device": str, "budget": (str, int, float), "shard_size": int,
+            "batch_tokens": int, "bootstrap_resamples": int, "exclude_methods": list, "suite": list}
 SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "exclude_methods": list,
-              "evals": list, "split": str, "method_params": dict, "eval_params": dict}
-PARAM_KEYS = ("method_params", "eval_params")  # may change between runs in one folder: they are in the unit keys
+              "evals": list, "split": str, "method_params": dict, "eval_params": dict, "dataset_params": dict,
+              "eval_n": dict}
+BUDGET_SYNTAX = "a number of seconds, or e.g. 90s, 15m, 1.5h"
+
+
+def parse_budget(value) -> Optional[float]:
+    """Seconds from a budget (``15m``, ``90s``, ``1.5h`` or a number of seconds); None for no budget."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ConfigError(f"budget {value!r} is not understood: give {BUDGET_SYNTAX}")
+    if isinstance(value, (int, float)):
+        seconds = float(value)
+    else:
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
+        if not match:
+            raise ConfigError(f"budget '{value}' is not understood: give {BUDGET_SYNTAX}")
+        seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
+    if not seconds > 0:
+        raise ConfigError(f"budget '{value}' must be more than 0 ({BUDGET_SYNTAX})")
+    return seconds
 
 
 class ConfigError(InputError):
@@ -103,10 +127,19 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
             raise ConfigError(f"config key '{key}' is not known; allowed: {', '.join(TOP_KEYS)}")
         _check_type(key, value, TOP_KEYS[key])
     config = {"name": raw.get("name", Path(source).stem), "seed": raw.get("seed", 0),
-              "dtype": raw.get("dtype", "float32"), "shard_size": raw.get("shard_size", 20),
+              "dtype": raw.get("dtype", "float32"), "shard_size": raw.get("shard_size", 8),
               "bootstrap_resamples": raw.get("bootstrap_resamples", RESAMPLES), "suite": []}
+    for key in ("device", "budget", "batch_tokens"):
+        if key in raw:
+            config[key] = raw[key]
     if config["dtype"] not in DTYPES:
         raise ConfigError(f"config key 'dtype' is '{config['dtype']}'; allowed: {', '.join(DTYPES)}")
+    if "budget" in config:
+        parse_budget(config["budget"])
+    if "device" in config and not re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", config["device"]):
+        raise ConfigError(f"config key 'device' is '{config['device']}'; allowed: auto, cpu, cuda, cuda:N, mps")
+    if config.get("batch_tokens", 1) < 1:
+        raise ConfigError("config key 'batch_tokens' must be at least 1")
     name = config["name"]
     if not name.strip() or name.strip(".") == "" or re.search(r"[/\\\x00-\x1f]", name):
         raise ConfigError(f"config key 'name' is {name!r}: it names the run's folder, so give a plain name "
@@ -173,17 +206,29 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
             if other != k:
                 raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']} is "
                                   f"already in suite[{other}]; each (model, dataset, evaluation) may appear once")
-        n = entry.get("n", 100)
-        if n < 1:
+        n = entry.get("n")
+        if n is not None and n < 1:
             raise ConfigError(f"config key '{where}.n' must be at least 1")
         _check_params(f"{where}.method_params", entry.get("method_params", {}), METHODS,
                       [m for m in method_names if m not in excluded] if methods == "all" else methods)
         _check_params(f"{where}.eval_params", entry.get("eval_params", {}), EVALS, entry["evals"])
+        if entry.get("dataset_params"):
+            try:
+                dataset_plugin(dataset).with_params(**entry["dataset_params"])
+            except InputError as err:
+                raise ConfigError(f"config key '{where}.dataset_params': {err}") from None
+        for name, cap in entry.get("eval_n", {}).items():
+            if name not in entry["evals"]:
+                raise ConfigError(f"config key '{where}.eval_n.{name}': '{name}' is not in this suite's evals")
+            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
+                raise ConfigError(f"config key '{where}.eval_n.{name}' must be a whole number of at least 1")
         config["suite"].append({"model": entry["model"], "dataset": dataset, "n": n, "methods": methods,
                                 **({"exclude_methods": list(excluded)} if excluded else {}),
                                 "evals": list(entry["evals"]), "split": entry.get("split"),
                                 "method_params": entry.get("method_params", {}),
-                                "eval_params": entry.get("eval_params", {})})
+                                "eval_params": entry.get("eval_params", {}),
+                                "dataset_params": entry.get("dataset_params", {}),
+                                "eval_n": entry.get("eval_n", {})})
     return config
 
 
@@ -199,11 +244,3 @@ def _check_params(where: str, params: dict, registry, names) -> None:
             registry.get(name).with_params(**values)
         except InputError as err:
             raise ConfigError(f"config key '{where}.{name}': {err}") from None
-
-
-def config_hash(config: dict) -> str:
-    """Identity of a run folder's experiment: everything but the name and the parameters (those are in
-    the unit keys, so a changed parameter recomputes its units in the same folder)."""
-    body = {k: v for k, v in config.items() if k not in ("name", "bootstrap_resamples")}  # statistics only
-    body["suite"] = [{k: v for k, v in entry.items() if k not in PARAM_KEYS} for entry in config["suite"]]
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()

@@ -17,8 +17,8 @@ import numpy as np
 
 from ..datasets.text import json_lines
 from ..errors import InputError
+from ..params import Param
 from ..plugin.method import Method, MethodResult
-from ..plugin.params import Param
 
 
 class Precomputed(Method):

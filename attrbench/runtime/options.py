@@ -1,8 +1,10 @@
 """Run options: how a run computes, as opposed to what it computes. One object, from the CLI, a
 config or the Python API into every worker and cache key.
 
-``dtype`` changes results (float32 vs float64), so it is part of every cache key and recorded with
-every result; ``device``, ``threads`` and ``batch_size`` change only speed and memory.
+``dtype`` changes results (float32 vs float64), so it is part of every result's and cached item's
+key and recorded with every result; ``device``, ``threads``, ``batch_size`` and ``batch_tokens``
+change only speed and memory (results on another device agree to float tolerance, tested on CPU with
+the model moved between dtypes and devices).
 """
 from __future__ import annotations
 
@@ -12,29 +14,33 @@ from typing import Optional
 import torch
 
 from ..errors import InputError
+from ..ops.environment import resolve_device
 
 DTYPES = ("float32", "float64")
-DEVICES = ("cpu",)  # the engine issue adds auto, cuda[:N] and mps
+DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 
 
 @dataclass(frozen=True)
 class RunOptions:
     dtype: str = "float32"  # float32 or float64: the model's weights and every computation
-    device: str = "cpu"
+    device: str = "cpu"  # auto, cpu, cuda, cuda:N or mps
     threads: Optional[int] = None  # torch threads of this process (None: torch's default)
-    batch_size: int = 64  # perturbed sequences per forward pass
+    batch_size: int = 64  # perturbed sequences per forward pass where a method batches its own
+    batch_tokens: Optional[int] = None  # padded tokens per batch of model-output requests (None: by device)
     progress: bool = True  # progress bars on stderr
 
     def __post_init__(self):
         if self.dtype not in DTYPES:
             raise InputError(f"dtype '{self.dtype}' is not supported: use {' or '.join(DTYPES)}")
-        if self.device not in DEVICES:
-            raise InputError(f"device '{self.device}' is not supported; use {', '.join(DEVICES)}")
-        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
-                                         or self.threads < 1):
-            raise InputError(f"threads must be a whole number of at least 1, not {self.threads!r}")
+        object.__setattr__(self, "device", resolve_device(self.device))
+        for name in ("threads", "batch_tokens"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise InputError(f"{name.replace('_', ' ')} must be a whole number of at least 1, not {value!r}")
         if isinstance(self.batch_size, bool) or not isinstance(self.batch_size, int) or self.batch_size < 1:
             raise InputError(f"batch size must be a whole number of at least 1, not {self.batch_size!r}")
+        if self.batch_tokens is None:
+            object.__setattr__(self, "batch_tokens", DEFAULT_BATCH_TOKENS[self.device.split(":")[0]])
 
     def with_(self, **changes) -> "RunOptions":
         """A copy with these options changed (``None`` values are left as they are)."""

@@ -1,74 +1,51 @@
 """The one pipeline behind ``attrbench run``, ``eval``, ``score`` and the Python API.
 
-context (models, examples, shared work) → configured plugins → units → execution → merged records
-with intervals. A :class:`Suite` says what to compute on one (model, dataset); a :class:`Pipeline`
-plans the units of its suites (checking every pairing, target and parameter before any work),
-executes them with an executor, and merges their records (shards joined, intervals added).
-:func:`run_leaderboard` keeps the results in a run folder's store as units finish, so a rerun
-computes only what is missing; :func:`collect` reads them back through the same merge.
+context (models, examples, shared work) → suites planned (every pairing, parameter and target
+checked before any work) → the jobs that compute missing rows → execution (local or Ray, within a
+time budget) → rows in a store → records with intervals. ``eval``, ``score`` and the API run it on
+an in-memory store; :func:`run_leaderboard` on a run folder's store (``store.sqlite``) and shared-work
+cache (``work.sqlite``), so a rerun computes only missing rows and a killed run resumes with nothing
+lost or duplicated.
+
+**Anytime runs.** Every suite's examples are taken in a seeded random order and computed in shards;
+shards are taken round-robin across suites, so all cells grow together, and no new shard starts once
+the budget (``--budget 15m``) would be spent. A later run with a larger budget or n continues where
+this one stopped; the leaderboard shows n per cell.
 """
 from __future__ import annotations
 
+import sqlite3
 import time
-from dataclasses import dataclass, field
+from contextlib import closing
 from pathlib import Path
-from typing import Iterable, Optional, Sequence
+from typing import Iterator, Optional, Sequence
 
+import torch
 from tqdm.auto import tqdm
 
-from ..datasets.lookup import sample
-from ..errors import AttrbenchError, InputError
+from ..errors import InputError
 from ..ops.environment import library_versions
-from ..ops.stats import RESAMPLES, with_intervals
+from ..ops.stats import RESAMPLES, summary, with_intervals
 from ..plugin.method import Method
-from ..plugin.registry import EVALS
-from .config import config_hash
+from ..registry import EVALS
+from .config import parse_budget
 from .context import RunContext
 from .executors import LocalExecutor
 from .external import Precomputed, read_attributions
 from .options import RunOptions
-from .plan import Unit, configured, plan_units, select_methods
+from .plan import SHARED, Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite, row_key
 from .provenance import model_provenance
 from .store import Store, StoreError
 
 
-@dataclass(frozen=True)
-class Suite:
-    """What to compute on one (model, dataset): evaluations × methods on a seeded sample of ``n`` examples.
-
-    ``methods`` is a list of names or ``"all"`` (every registered method the model supports, but
-    ``exclude_methods``); ``example_ids`` fixes the examples instead of sampling (external
-    attributions are scored on the examples they cover).
-    """
-
-    model: str
-    dataset: str
-    evals: tuple[str, ...]
-    methods: tuple[str, ...] | str = ()
-    n: Optional[int] = None
-    split: Optional[str] = None
-    exclude_methods: tuple[str, ...] = ()
-    method_params: dict = field(default_factory=dict)
-    eval_params: dict = field(default_factory=dict)
-    shared_params: dict = field(default_factory=dict)  # a value for every evaluation that declares it (--rank)
-    example_ids: Optional[tuple[str, ...]] = None
-
-    @classmethod
-    def from_config(cls, entry: dict) -> "Suite":
-        methods = entry["methods"]
-        return cls(entry["model"], entry["dataset"], tuple(entry["evals"]),
-                   methods if isinstance(methods, str) else tuple(methods), entry["n"], entry.get("split"),
-                   tuple(entry.get("exclude_methods", ())), entry.get("method_params") or {},
-                   entry.get("eval_params") or {})
-
-
 class Pipeline:
-    """Plans, executes and merges the units of suites in one run context (see the module docstring)."""
+    """Plans, executes and collects suites in one run context and one store (see the module docstring)."""
 
-    def __init__(self, options: Optional[RunOptions] = None, *, seed: int = 0, shard_size: Optional[int] = None,
-                 data_dir=None, resamples: int = RESAMPLES, context: Optional[RunContext] = None):
-        self.context = context or RunContext(options, data_dir)
+    def __init__(self, options: Optional[RunOptions] = None, *, seed: int = 0, shard_size: int = 8, data_dir=None,
+                 resamples: int = RESAMPLES, context: Optional[RunContext] = None, cache=None, store=None):
+        self.context = context or RunContext(options, data_dir, cache)
         self.options, self.seed, self.shard_size, self.resamples = self.context.options, seed, shard_size, resamples
+        self.store = store or Store(":memory:")
 
     def add_adapter(self, adapter) -> None:
         self.context.add_adapter(adapter)
@@ -76,149 +53,247 @@ class Pipeline:
     def add_method(self, method: Method) -> None:
         self.context.add_method(method)
 
-    def plan(self, suites: Sequence[Suite]) -> tuple[list[Unit], list[dict]]:
-        """Every unit of the suites (all pairings checked first) and each suite's sample."""
-        units, samples = [], []
-        for suite in suites:
-            adapter = self.context.adapter(suite.model)
-            evaluations = configured(EVALS, suite.evals, suite.eval_params, suite.shared_params)
-            methods, named = select_methods(adapter, list(suite.methods) if not isinstance(suite.methods, str)
-                                            else suite.methods, suite.method_params, suite.exclude_methods,
-                                            lambda name: self.context.method(name, {}))
-            examples, notes = self.context.examples(adapter, suite.dataset, suite.split)
-            if suite.example_ids is None:
-                chosen = sample(examples, suite.n, self.seed)
-            else:
-                by_id = {e.id: e for e in examples}
-                chosen = [by_id[i] for i in suite.example_ids]
-            samples.append({"model": suite.model, "dataset": suite.dataset, "evals": list(suite.evals),
-                            "example_ids": [e.id for e in chosen], **notes})
-            units += plan_units(adapter, suite.dataset, suite.split, evaluations, methods, named, chosen,
-                                self.shard_size)
-        return units, samples
+    def plan(self, suites: Sequence[Suite]) -> list[SuitePlan]:
+        """Every suite made concrete, all pairings, parameters and targets checked before any work."""
+        return [plan_suite(self.context, suite, k, self.seed) for k, suite in enumerate(suites)]
 
-    def execute(self, units: Sequence[Unit], executor=None) -> Iterable[tuple[Unit, list[dict], float]]:
-        """(unit, records, seconds) as each unit finishes."""
-        return (executor or LocalExecutor()).map(list(units), self.context, self.seed)
+    def jobs(self, plans: Sequence[SuitePlan]) -> list[list[Job]]:
+        """Per suite, the jobs that compute its rows not yet in the store."""
+        out = []
+        for plan in plans:
+            keys = [key for *_, key in plan.rows()] + [plan.analysis_key(e) for e in plan.analyses]
+            out.append(missing_jobs(plan, self.store.done(keys), self.shard_size))
+        return out
+
+    def execute(self, plans: Sequence[SuitePlan], executor=None, budget: Optional[float] = None,
+                started: Optional[float] = None) -> dict:
+        """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
+        (counted from ``started``) would be spent; each finished job's rows are stored in one transaction."""
+        started = time.monotonic() if started is None else started
+        per_suite = self.jobs(plans)
+        queue = [job for round_ in _round_robin(per_suite) for job in round_]
+        executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
+        seconds: dict[int, list[float]] = {}
+        state = {"stopped": False, "last": time.monotonic()}
+
+        def feed() -> Iterator[tuple[SuitePlan, Job]]:
+            for job in queue:
+                typical = sorted(seconds.get(job.suite, [0.0]))[len(seconds.get(job.suite, [0.0])) // 2]
+                if budget is not None and time.monotonic() - started + typical > budget:
+                    state["stopped"] = True
+                    return
+                yield plans[job.suite], job
+
+        totals = {"jobs": 0, "rows": 0, "model_rows": 0, "distinct_rows": 0, "cached_rows": 0, "attributions": 0}
+        bar = tqdm(total=sum(job.size() for job in queue), desc="rows", unit="row", disable=not self.options.progress)
+        for plan, job, rows, counts in executor.map(feed(), self.context):
+            self.store.put(rows)
+            now = time.monotonic()
+            seconds.setdefault(plan.index, []).append(now - state["last"])
+            state["last"] = now
+            totals["jobs"] += 1
+            for key in ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions"):
+                totals[key] += counts.get(key, 0)
+            bar.update(job.size())
+        bar.close()
+        missing = sum(len(jobs) for jobs in self.jobs(plans))
+        return {**totals, "planned_jobs": len(queue), "missing_jobs": missing,
+                "stopped_by_budget": state["stopped"] and missing > 0}
+
+    def collect(self, plans: Sequence[SuitePlan]) -> list[dict]:
+        """Records with intervals of every cell, read from the store (see :func:`records_of`)."""
+        return with_intervals([r for plan in plans for r in records_of(describe(plan), self.store)], self.seed,
+                              self.resamples)
 
     def records(self, suites: Sequence[Suite], executor=None) -> list[dict]:
-        """Plan, execute and merge in memory (``eval``, ``score``, the Python API): records with intervals."""
-        units, _ = self.plan(suites)
-        executor = executor or LocalExecutor(progress=self.options.progress)
-        return merge_records(list(self.execute(units, executor)), self.seed, self.resamples)
+        """Plan, execute and collect in memory (``eval``, ``score``, the Python API): records with intervals."""
+        plans = self.plan(suites)
+        self.execute(plans, executor)
+        return self.collect(plans)
 
 
-def merge_records(finished: Iterable[tuple[Unit | dict, list[dict], float]], seed: int,
-                  resamples: int = RESAMPLES) -> list[dict]:
-    """One record per (model, dataset, evaluation, method, metric): shards joined in shard order, with intervals."""
-    groups: dict[tuple, list[dict]] = {}
-    for unit, records, seconds in sorted(finished, key=lambda f: f[0]["shard"] if isinstance(f[0], dict)
-                                         else f[0].shard):
-        for record in records:
-            record = {**record, "unit_seconds": seconds}
-            groups.setdefault((record["model"], record["dataset"], record["eval"], record["method"],
-                               record["metric"]), []).append(record)
-    merged = [EVALS.get(key[2]).merge(shards) if len(shards) > 1 else shards[0] for key, shards in groups.items()]
-    return with_intervals(merged, seed, resamples)
+def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:
+    """Job k of every suite, then job k + 1 of every suite, ...: all cells grow together."""
+    for k in range(max((len(jobs) for jobs in per_suite), default=0)):
+        yield [jobs[k] for jobs in per_suite if k < len(jobs)]
 
 
-# -- leaderboard runs: a config into a run folder's store ------------------------------------
-def config_pipeline(config: dict, options: Optional[RunOptions] = None) -> Pipeline:
-    """The pipeline of a run config: its dtype, seed and shard size."""
-    options = (options or RunOptions()).with_(dtype=config["dtype"])
+# -- collecting records from rows ---------------------------------------------------------------
+def describe(plan: SuitePlan) -> dict:
+    """What :func:`records_of` needs to read a suite's rows back without loading its model (kept in the
+    store's metadata): the row keys' parts, the examples in sampling order, every cell."""
+    return {"name": plan.name, "model": plan.model, "weights": plan.weights, "dtype": plan.dtype,
+            "dataset": plan.dataset, "split": plan.split, "notes": plan.notes, "seed": plan.seed,
+            "examples": [[e.id, example_tag(e)] for e in plan.examples],
+            "scoring": [{"eval": e.name, "eval_params": e.get_params(), "eval_key": e.key,
+                         "n": len(plan.sample_for(e)),
+                         "methods": [{"name": m.name, "params": m.get_params(), "key": m.key, "family": m.family}
+                                     for m in methods]} for e, methods in plan.scoring],
+            "analyses": [{"eval": e.name, "eval_params": e.get_params(), "key": plan.analysis_key(e)}
+                         for e in plan.analyses]}
+
+
+def records_of(suite: dict, store: Store) -> list[dict]:
+    """A suite's records (without intervals) from its stored rows: each scoring evaluation's payloads
+    summarised over the examples it has been computed on, and each analysis's records."""
+    def key(eval_key: str, method_key: str, example_id: str, tag: str) -> str:
+        return row_key(suite["weights"], suite["dtype"], suite["dataset"], suite["split"], eval_key, method_key,
+                       example_id, tag)
+
+    records = []
+    for cell in suite["scoring"]:
+        evaluation = EVALS.get(cell["eval"]).with_params(**cell["eval_params"])
+        examples = suite["examples"][:cell["n"]]
+        shared_keys = [key(cell["eval_key"], SHARED, i, tag) for i, tag in examples]
+        shared_rows = store.get(shared_keys)
+        covered = [k for k, key in enumerate(shared_keys) if key in shared_rows]
+        if not covered:
+            continue
+        method_keys = {m["key"]: [key(cell["eval_key"], m["key"], examples[k][0], examples[k][1])
+                                  for k in covered] for m in cell["methods"]}
+        rows = store.get([key for keys in method_keys.values() for key in keys])
+        scored = {key: [rows.get(k) for k in keys] for key, keys in method_keys.items()}
+        shared = [shared_rows[shared_keys[k]] for k in covered]
+        summaries = evaluation.summarise(scored, shared)
+        for method in cell["methods"]:
+            present = [j for j, k in enumerate(method_keys[method["key"]]) if k in rows]
+            if not present:
+                continue
+            for metric, entry in summaries[method["key"]].items():
+                values = [entry["values"][j] for j in present]
+                values = [None if v is None else float(v) for v in values]
+                extra = {k: ([v[j] for j in present] if isinstance(v, list) and len(v) == len(covered) else v)
+                         for k, v in entry.items() if k != "values"}
+                records.append({
+                    "model": suite["model"], "method": method["name"], "method_params": method["params"],
+                    "method_family": method["family"], "eval": cell["eval"], "eval_params": cell["eval_params"],
+                    "dataset": suite["dataset"], "metric": metric, **summary(values), "seed": suite["seed"],
+                    "example_ids": [examples[covered[j]][0] for j in present], "values": values,
+                    **({"higher_is_better": evaluation.higher_is_better[metric]}
+                       if metric in evaluation.higher_is_better else {}),
+                    **suite["notes"], "sample_size": len(present), "planned_n": cell["n"], **extra})
+    analysis_rows = store.get([a["key"] for a in suite["analyses"]])
+    for analysis in suite["analyses"]:
+        if analysis["key"] in analysis_rows:
+            records += analysis_rows[analysis["key"]]["records"]
+    return records
+
+
+# -- leaderboard runs: a config into a run folder ----------------------------------------------
+def config_pipeline(config: dict, options: Optional[RunOptions] = None, store=None, cache=None) -> Pipeline:
+    """The pipeline of a run config: its dtype, device, batch budget, seed and shard size."""
+    options = (options or RunOptions()).with_(dtype=config["dtype"], device=config.get("device"),
+                                              batch_tokens=config.get("batch_tokens"))
     return Pipeline(options, seed=config["seed"], shard_size=config["shard_size"],
-                    resamples=config.get("bootstrap_resamples", RESAMPLES))
+                    resamples=config.get("bootstrap_resamples", RESAMPLES), store=store, cache=cache)
 
 
-def plan_config(config: dict, options: Optional[RunOptions] = None) -> tuple[list[Unit], list[dict]]:
-    """Every unit of a run config and each suite's sample (all pairings checked first)."""
+def plan_config(config: dict, options: Optional[RunOptions] = None) -> list[SuitePlan]:
+    """Every suite of a run config made concrete (all pairings, parameters and targets checked first)."""
     return config_pipeline(config, options).plan([Suite.from_config(entry) for entry in config["suite"]])
 
 
 def run_leaderboard(config: dict, run_dir: str | Path, executor=None, options: Optional[RunOptions] = None,
-                    progress: Optional[bool] = None) -> dict:
-    """Compute every unit of ``config`` not yet in ``run_dir``'s store; return a summary."""
-    options = (options or RunOptions()).with_(progress=progress)
+                    progress: Optional[bool] = None, budget: Optional[str | float] = None,
+                    extend: Optional[str | Path] = None) -> dict:
+    """Compute every row of ``config`` not yet in ``run_dir``'s store, within ``budget`` (or the config's);
+    ``extend``: start from a copy of another run folder's results (a published leaderboard). Returns a summary."""
+    started = time.monotonic()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if extend is not None:
+        _extend_from(Path(extend), run_dir)
+    budget = parse_budget(budget if budget is not None else config.get("budget"))
     store = Store(run_dir / "store.sqlite")
     try:
-        digest = config_hash(config)
-        stored = store.meta("config_hash")
-        if stored is not None and stored != digest:
-            old = store.meta("config") or {}
-            changed = sorted(k for k in set(old) | set(config) if k != "name" and old.get(k) != config.get(k))
-            raise StoreError(f"run folder {run_dir} holds results of a different config (differs in: "
-                             f"{', '.join(changed) or 'suite'}); use a new folder (--out) or the same config")
-        stage = time.perf_counter()
-        pipeline = config_pipeline(config, options)
-        units, samples = pipeline.plan([Suite.from_config(entry) for entry in config["suite"]])
-        plan_seconds = time.perf_counter() - stage
-        for before, now in zip(store.meta("samples") or [], samples):  # a data file edited since then
-            if before.get("file_sha256") != now.get("file_sha256"):
-                raise StoreError(f"run folder {run_dir} holds results on another version of {now['dataset']} "
-                                 f"(sha256 {str(before.get('file_sha256'))[:12]}…, now {now['file_sha256'][:12]}…); "
-                                 "use a new folder (--out) or restore the file")
-        executor = executor or LocalExecutor()
-        if stored is None:
-            context = pipeline.context
-            store.set_meta(config_hash=digest, versions=library_versions(), samples=samples,
-                           models={e["model"]: model_provenance(context.adapter(e["model"])) for e in config["suite"]},
-                           started=time.strftime("%Y-%m-%d %H:%M:%S"))
-        store.set_meta(config=config, planned=[u.key for u in units])  # this config's parameters and units
-        done = store.done()
-        todo = [u for u in units if u.key not in done]
-        bar = tqdm(total=len(units), initial=len(units) - len(todo), desc=f"run {config['name']}", unit="unit",
-                   disable=not pipeline.options.progress)
-        stage = time.perf_counter()
-        for unit, records, seconds in pipeline.execute(todo, executor):
-            store.put(unit.key, unit.as_dict(), records, seconds)
-            bar.update()
-        bar.close()
-        compute_seconds = time.perf_counter() - stage
-        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), executor=executor.name)
-        missing = {u.key for u in units} - store.done()
-        if missing:
-            raise AttrbenchError(f"{len(missing)} units are missing after the run (e.g. {sorted(missing)[0]})")
-        return {"units": len(units), "computed": len(todo), "reused": len(units) - len(todo),
-                "plan_seconds": plan_seconds, "compute_seconds": compute_seconds}
+        pipeline = config_pipeline(config, (options or RunOptions()).with_(progress=progress), store,
+                                   run_dir / "work.sqlite")
+        plans = pipeline.plan([Suite.from_config(entry) for entry in config["suite"]])
+        models = {plan.model: model_provenance(pipeline.context.adapter(plan.model)) for plan in plans}
+        _check_weights(store, models, run_dir)
+        plan_seconds = time.monotonic() - started
+        store.set_meta(config=config, plan=[describe(plan) for plan in plans],
+                       models={**(store.meta("models") or {}), **models}, versions=library_versions(),
+                       options=pipeline.options.as_dict(), started=store.meta("started") or time.strftime(
+                           "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
+        stage = time.monotonic()
+        done = pipeline.execute(plans, executor, budget, started)
+        seconds = time.monotonic() - started
+        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + 1,
+                       cpu_hours=(store.meta("cpu_hours") or 0.0) + seconds * torch.get_num_threads() / 3600,
+                       last_run={**done, "seconds": round(seconds, 1), "budget_seconds": budget})
+        return {**done, "plan_seconds": plan_seconds, "compute_seconds": time.monotonic() - stage}
     finally:
         store.close()
 
 
-META_KEYS = ("config", "config_hash", "versions", "samples", "models", "started", "finished", "executor", "planned")
+def _extend_from(source: Path, run_dir: Path) -> None:
+    """Start a run folder from a copy of another's results (and shared work, where there is some); a folder
+    already extended from the same source resumes as it is."""
+    if not (source / "store.sqlite").is_file():
+        raise InputError(f"--extend {source}: not a run folder (no store.sqlite); give a folder like reports/default")
+    origin = str(source.resolve())
+    if (run_dir / "store.sqlite").exists():
+        existing = Store(run_dir / "store.sqlite", readonly=True)
+        try:
+            if existing.meta("extended_from") == origin:
+                return
+        finally:
+            existing.close()
+        raise InputError(f"--extend {source}: {run_dir} already holds other results; extend into a new folder (--out)")
+    Store(source / "store.sqlite", readonly=True).close()  # refuses a damaged or older store before copying
+    for name in ("work.sqlite", "store.sqlite"):  # the store last: it marks a finished copy
+        if (source / name).is_file():  # SQLite's backup: a consistent copy, rows still in a WAL file included
+            with closing(sqlite3.connect(source / name)) as src, \
+                    closing(sqlite3.connect(run_dir / f"{name}.partial")) as dst:
+                src.backup(dst)
+            if name == "store.sqlite":
+                copy = Store(run_dir / f"{name}.partial")
+                copy.set_meta(extended_from=origin)
+                copy.close()
+            (run_dir / f"{name}.partial").replace(run_dir / name)
+
+
+def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
+    """A model whose weights differ from those the folder's results were computed with is refused."""
+    for name, before in (store.meta("models") or {}).items():
+        now = models.get(name)
+        if now is not None and before.get("weights_sha256") != now["weights_sha256"]:
+            raise StoreError(f"{run_dir} holds results of '{name}' with weights sha256 "
+                             f"{str(before.get('weights_sha256'))[:12]}…, but '{name}' here has "
+                             f"{now['weights_sha256'][:12]}…; use a new folder (--out) for these weights")
+
+
+META_KEYS = ("config", "plan", "versions", "models", "options", "started", "finished", "executor", "last_run",
+             "runs", "cpu_hours")
 
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
-    """The merged records of a run (shards joined per record) and its metadata; incomplete runs raise."""
+    """The records of a run (with intervals) and its metadata, read from its store only (no model is loaded)."""
     path = Path(run_dir) / "store.sqlite"
     if not path.is_file():
         raise InputError(f"{run_dir} is not a run folder (no store.sqlite); run `attrbench run` first")
     store = Store(path, readonly=True)
     try:
-        config = store.meta("config")
-        if config is None:
-            raise StoreError(f"{path} has no run metadata; it was not written by `attrbench run`")
         meta = {k: store.meta(k) for k in META_KEYS}
-        planned = set(meta["planned"] or [])
-        missing = planned - store.done()
-        if missing:
-            raise StoreError(f"run {run_dir} is incomplete: {len(missing)} of {len(meta['planned'])} units are "
-                             "missing; rerun `attrbench run` with the same config to finish it")
-        # units of the current config only: results of parameters changed since stay stored, unused
-        units = [u for u in store.units() if u["key"] in planned]
-        meta["unit_count"] = len(units)
+        if meta["config"] is None or meta["plan"] is None:
+            raise StoreError(f"{path} has no run metadata; it was not written by `attrbench run`")
+        records = [r for suite in meta["plan"] for r in records_of(suite, store)]
     finally:
         store.close()
-    return merge_records([(u, u["records"], u["seconds"]) for u in units], config["seed"],
-                         config.get("bootstrap_resamples", RESAMPLES)), meta
+    if not records:
+        raise StoreError(f"run {run_dir} has no results yet; rerun `attrbench run` (with a larger --budget) to "
+                         "compute some")
+    config = meta["config"]
+    return with_intervals(records, config["seed"], config.get("bootstrap_resamples", RESAMPLES)), meta
 
 
 # -- eval and score: one sample, results in memory ---------------------------------------------
 def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[str], dataset: str, *,
              n: Optional[int] = 500, seed: int = 0, split: Optional[str] = None, rank: Optional[str] = None,
              data_dir=None, options: Optional[RunOptions] = None, progress: Optional[bool] = None,
-             method_params: Optional[dict] = None, eval_params: Optional[dict] = None) -> list[dict]:
+             method_params: Optional[dict] = None, eval_params: Optional[dict] = None,
+             dataset_params: Optional[dict] = None) -> list[dict]:
     """Run evaluations on a seeded sample of a dataset (``attrbench eval``); every check is made before
     any work starts. ``rank`` sets the Spearman convention of the evaluations that have one."""
     for kind, params, names in (("evaluation", eval_params, eval_names), ("method", method_params, method_names)):
@@ -226,19 +301,23 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
         if unused:
             raise InputError(f"parameters given for {kind} '{unused[0]}', which is not among those run: "
                              f"{', '.join(names) or 'none'}")
-    options = (options or RunOptions()).with_(dtype=dtype_name(adapter), progress=progress)
-    pipeline = Pipeline(options, seed=seed, data_dir=data_dir)
+    options = (options or RunOptions()).with_(dtype=dtype_name(adapter), device=str(adapter.device),
+                                              progress=progress)
+    pipeline = Pipeline(options, seed=seed, data_dir=data_dir, shard_size=1_000_000)
     pipeline.add_adapter(adapter)
     return pipeline.records([Suite(adapter.name, dataset, tuple(eval_names), method_names if isinstance(
         method_names, str) else tuple(method_names), n, split, method_params=method_params or {},
-        eval_params=eval_params or {}, shared_params={} if rank is None else {"rank": rank})])
+        eval_params=eval_params or {}, dataset_params=dataset_params or {},
+        shared_params={} if rank is None else {"rank": rank})])
 
 
 def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dataset: str, *,
                        rank: str | None = None, name: str = "external", options: Optional[RunOptions] = None,
                        progress: Optional[bool] = None) -> list[dict]:
     """Put another tool's attributions on attrbench's evaluations (the ones that score input attributions)."""
-    pipeline = Pipeline((options or RunOptions()).with_(dtype=dtype_name(adapter), progress=progress))
+    options = (options or RunOptions()).with_(dtype=dtype_name(adapter), device=str(adapter.device),
+                                              progress=progress)
+    pipeline = Pipeline(options, shard_size=1_000_000)
     pipeline.add_adapter(adapter)
     shared = {} if rank is None else {"rank": rank}
     configured(EVALS, eval_names, shared=shared)  # unknown names first

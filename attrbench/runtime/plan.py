@@ -1,62 +1,83 @@
-"""Units: what a run computes, planned once for ``attrbench run``, ``eval``, ``score`` and the Python API.
+"""What a run computes: suites made concrete, their result rows, and the jobs that compute missing rows.
 
-A unit is (model, dataset, evaluation with its parameters, method with its parameters, shard of
-examples). :func:`plan_units` makes the units of one (model, dataset) from the evaluations, the
-methods and the sampled examples, checking every pairing before any work: a method is given to
-each evaluation that takes it (token-to-token maps only to those that take maps), a named method
-that none of them takes is an error, and so is an evaluation left without methods.
+A :class:`Suite` says what to compute on one (model, dataset): evaluations × methods on the first n
+examples of a seeded permutation of the dataset. :func:`plan_suite` makes it concrete in a run
+context, checking every pairing, parameter and target before any work (a method is given to each
+evaluation that takes it; a named method that none takes is an error; so is an evaluation left
+without methods). A :class:`SuitePlan` knows the key of every result row, so the store says which
+are missing.
 
-:func:`run_unit` computes one unit in a :class:`~attrbench.runtime.context.RunContext` (the caches a
-run shares); every executor goes through it.
+Work is example-major: a :class:`Job` is a shard of a suite's examples with, per example, the
+(evaluation, method) rows it still lacks. :func:`run_job` computes a job: each example's
+attributions (memoised and cached, timed), then every row's payload with all model-output requests of
+the shard answered together (``attrbench.ops.batching``). Analyses of the model run once per suite on
+their sample. Every executor goes through :func:`run_job`.
 """
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+from tqdm.auto import tqdm
+
 from ..datasets.base import Example
+from ..datasets.lookup import sample
 from ..errors import InputError
+from ..ops.hashing import text_sha256
 from ..ops.targets import Target, resolve
 from ..plugin.evaluation import EvalContext, Evaluation
 from ..plugin.method import Method
-from ..plugin.params import params_key
-from ..plugin.registry import EVALS, METHODS
+from ..registry import EVALS, METHODS
 from .context import RunContext
+
+SHARED = "-"  # the method of a row every method of an example shares
 
 
 @dataclass(frozen=True)
-class Unit:
+class Suite:
+    """What to compute on one (model, dataset): evaluations × methods on the first ``n`` examples of a seeded
+    permutation (all when n is None).
+
+    ``methods`` is a list of names or ``"all"`` (every registered method the model supports, but
+    ``exclude_methods``). ``eval_n`` caps an evaluation's sample (e.g. timing, or an analysis).
+    ``example_ids`` fixes the examples instead (external attributions are scored on those they cover).
+    ``baseline``: put the random attribution in every faithfulness table (leaderboard runs).
+    """
+
     model: str
     dataset: str
-    split: Optional[str]  # None: the dataset's default split
-    eval: str
-    eval_params: tuple  # sorted (name, value) pairs
-    method: str  # "-" for analyses
-    method_params: tuple
-    shard: int
-    example_ids: tuple[str, ...]
-
-    @property
-    def key(self) -> str:
-        """Every input of the unit's result except the examples, which the run's config fixes."""
-        return "|".join([self.model, f"{self.dataset}:{self.split or 'default'}",
-                         params_key(self.eval, dict(self.eval_params)),
-                         params_key(self.method, dict(self.method_params)), str(self.shard)])
-
-    def as_dict(self) -> dict:
-        return {"model": self.model, "dataset": self.dataset, "split": self.split, "eval": self.eval,
-                "eval_params": dict(self.eval_params), "method": self.method,
-                "method_params": dict(self.method_params), "shard": self.shard, "example_ids": list(self.example_ids)}
+    evals: tuple[str, ...]
+    methods: tuple[str, ...] | str = ()
+    n: Optional[int] = None
+    split: Optional[str] = None
+    exclude_methods: tuple[str, ...] = ()
+    method_params: dict = field(default_factory=dict)
+    eval_params: dict = field(default_factory=dict)
+    dataset_params: dict = field(default_factory=dict)
+    eval_n: dict = field(default_factory=dict)
+    shared_params: dict = field(default_factory=dict)  # a value for every evaluation that declares it (--rank)
+    example_ids: Optional[tuple[str, ...]] = None
+    baseline: bool = False
 
     @classmethod
-    def from_dict(cls, unit: dict) -> "Unit":
-        return cls(unit["model"], unit["dataset"], unit["split"], unit["eval"], _pairs(unit["eval_params"]),
-                   unit["method"], _pairs(unit["method_params"]), unit["shard"], tuple(unit["example_ids"]))
+    def from_config(cls, entry: dict) -> "Suite":
+        methods = entry["methods"]
+        return cls(entry["model"], entry["dataset"], tuple(entry["evals"]),
+                   methods if isinstance(methods, str) else tuple(methods), entry.get("n"), entry.get("split"),
+                   tuple(entry.get("exclude_methods", ())), entry.get("method_params") or {},
+                   entry.get("eval_params") or {}, entry.get("dataset_params") or {}, entry.get("eval_n") or {},
+                   baseline=True)
 
 
-def _pairs(params: dict) -> tuple:
-    return tuple(sorted(params.items()))
+def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
+    """Registered plugins by name, each with its parameters from ``params[name]`` and those of
+    ``shared`` (e.g. a CLI option) that it declares."""
+    out = []
+    for name in names:
+        plugin = plugins.get(name)
+        values = {k: v for k, v in (shared or {}).items() if k in plugin.params}
+        out.append(plugin.with_params(**{**values, **(params or {}).get(name, {})}))
+    return out
 
 
 def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] = None, exclude: Sequence[str] = (),
@@ -77,7 +98,8 @@ def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence
         raise InputError("no evaluation given; see `attrbench evals`")
     scoring = [e for e in evaluations if e.needs_methods]
     if named and methods and not scoring:
-        raise InputError(f"{', '.join(e.name for e in evaluations)} analyse(s) the model itself and take(s) no --method")
+        raise InputError(f"{', '.join(e.name for e in evaluations)} analyse(s) the model itself and take(s) "
+                         "no --method")
     for method in methods if named else ():
         if not any(e.takes(method) for e in scoring):
             scoring[0].check(adapter, [method], EvalContext(dataset))  # raises, naming why
@@ -89,59 +111,169 @@ def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence
     return plans
 
 
-def plan_units(adapter, dataset: str, split: Optional[str], evaluations: Sequence[Evaluation],
-               methods: Sequence[Method], named: bool, examples: Sequence[Example],
-               shard_size: Optional[int] = None) -> list[Unit]:
-    """The units of one (model, dataset): analyses one unit each, scored methods in shards of examples.
-
-    Every example's target is validated against the model here, before any unit runs.
-    """
-    check_targets(adapter, examples)
-    ids = tuple(e.id for e in examples)
-    size = shard_size or max(1, len(ids))
-    units = []
-    for evaluation, given in assign_methods(adapter, evaluations, methods, named, dataset):
-        evaluation.check_examples(adapter, examples)
-        common = dict(model=adapter.name, dataset=dataset, split=split, eval=evaluation.name,
-                      eval_params=_pairs(evaluation.get_params()))
-        if not evaluation.needs_methods:
-            units.append(Unit(**common, method="-", method_params=(), shard=0, example_ids=ids))
-            continue
-        for method in given:
-            for shard in range(math.ceil(len(ids) / size)):
-                units.append(Unit(**common, method=method.name, method_params=_pairs(method.get_params()),
-                                  shard=shard, example_ids=ids[shard * size:(shard + 1) * size]))
-    return units
-
-
 def check_targets(adapter, examples: Sequence[Example]) -> None:
     """Each example's target fits the model (the model's prediction is not needed to know that)."""
     for example in examples:
         try:
-            resolve(adapter, adapter.tokenizer(example.text)["input_ids"], Target.parse(example.target), predict=False)
+            resolve(adapter, adapter.tokenizer(example.text)["input_ids"], Target.parse(example.target),
+                    predict=False)
         except InputError as err:
             raise InputError(f"example {example.id}: {err}") from None
 
 
-def run_unit(context: RunContext, unit: Unit, seed: int, progress: bool = False) -> list[dict]:
-    """Compute one unit in a run context: its records."""
-    adapter = context.adapter(unit.model)
-    examples, notes = context.examples(adapter, unit.dataset, unit.split)
-    by_id = {e.id: e for e in examples}
-    chosen = [by_id[i] for i in unit.example_ids]
-    evaluation = EVALS.get(unit.eval).with_params(**dict(unit.eval_params))
-    methods = [] if unit.method == "-" else [context.method(unit.method, dict(unit.method_params))]
-    eval_context = EvalContext(unit.dataset, seed, progress, {**notes, "sample_size": len(chosen),
-                                                              "dataset_size": len(examples)}, shared=context)
-    return evaluation(adapter, methods, chosen, eval_context)
+def example_tag(example: Example) -> str:
+    """What a row's key needs of an example beside its id: its text and target (a changed data file or target
+    gives other rows, never mixed with these)."""
+    return text_sha256(example.text + "\x00" + example.target)
 
 
-def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
-    """Registered plugins by name, each with its parameters from ``params[name]`` and those of
-    ``shared`` (e.g. a CLI option) that it declares."""
-    out = []
-    for name in names:
-        plugin = plugins.get(name)
-        values = {k: v for k, v in (shared or {}).items() if k in plugin.params}
-        out.append(plugin.with_params(**{**values, **(params or {}).get(name, {})}))
-    return out
+def row_key(weights: str, dtype: str, dataset: str, split: Optional[str], eval_key: str, method_key: str,
+            example_id: str, tag: str = "") -> str:
+    """The key of one result row: everything its payload depends on."""
+    return text_sha256("|".join([weights, dtype, dataset, str(split), eval_key, method_key, example_id, tag]))
+
+
+@dataclass
+class SuitePlan:
+    """A suite made concrete: its model, its examples in sampling order, and every (evaluation, method) cell."""
+
+    index: int
+    suite: Suite
+    model: str
+    weights: str
+    dtype: str
+    dataset: str
+    split: Optional[str]
+    notes: dict
+    examples: list[Example]  # the sample, in sampling order
+    scoring: list[tuple[Evaluation, list[Method]]]
+    analyses: list[Evaluation]
+    seed: int = 0
+
+    @property
+    def name(self) -> str:
+        return f"{self.model}|{self.dataset}:{self.split or 'default'}"
+
+    def sample_for(self, evaluation: Evaluation) -> list[Example]:
+        cap = self.suite.eval_n.get(evaluation.name)
+        return self.examples if cap is None else self.examples[:cap]
+
+    def row_key(self, evaluation: Evaluation, method: Optional[Method], example: Example) -> str:
+        return row_key(self.weights, self.dtype, self.dataset, self.split, evaluation.key,
+                       SHARED if method is None else method.key, example.id, example_tag(example))
+
+    def rows(self) -> list[tuple[Evaluation, Optional[Method], Example, str]]:
+        """Every scoring row of the suite: (evaluation, method or None for the shared row, example, key)."""
+        return [(evaluation, method, example, self.row_key(evaluation, method, example))
+                for evaluation, methods in self.scoring for example in self.sample_for(evaluation)
+                for method in [None, *methods]]
+
+    def analysis_key(self, evaluation: Evaluation) -> str:
+        sample = "\x00".join(e.id + "\x01" + example_tag(e) for e in self.sample_for(evaluation))
+        return row_key(self.weights, self.dtype, self.dataset, self.split, evaluation.key, SHARED,
+                       "sample:" + text_sha256(sample))
+
+    def evaluation(self, key: str) -> Evaluation:
+        return next(e for e in [*(e for e, _ in self.scoring), *self.analyses] if e.key == key)
+
+    def method(self, key: str) -> Method:
+        return next(m for _, methods in self.scoring for m in methods if m.key == key)
+
+
+def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> SuitePlan:
+    """A suite made concrete in a run context, every pairing, parameter and target checked before any work."""
+    adapter = context.adapter(suite.model)
+    evaluations = configured(EVALS, suite.evals, suite.eval_params, suite.shared_params)
+    methods, named = select_methods(adapter, list(suite.methods) if not isinstance(suite.methods, str)
+                                    else suite.methods, suite.method_params, suite.exclude_methods,
+                                    lambda name: context.method(name, {}))
+    examples, notes = context.examples(adapter, suite.dataset, suite.split, suite.dataset_params)
+    if suite.example_ids is None:
+        chosen = sample(examples, suite.n, seed)
+    else:
+        by_id = {e.id: e for e in examples}
+        chosen = [by_id[i] for i in suite.example_ids]
+    check_targets(adapter, chosen)
+    plans = assign_methods(adapter, evaluations, methods, named, suite.dataset)
+    scoring, analyses = [], []
+    for evaluation, given in plans:
+        evaluation.check_examples(adapter, chosen)
+        if not evaluation.needs_methods:
+            analyses.append(evaluation)
+            continue
+        if suite.baseline and evaluation.family == "faithfulness" and "random" not in {m.name for m in given} \
+                and "random" not in suite.exclude_methods:
+            given = [*given, context.method("random", {})]
+        scoring.append((evaluation, given))
+    notes = {**notes, "dataset_size": len(examples)}
+    return SuitePlan(index, suite, adapter.name, adapter.weights_sha256, str(adapter.dtype).replace("torch.", ""),
+                     suite.dataset, suite.split, notes, chosen, scoring, analyses, seed)
+
+
+@dataclass
+class Job:
+    """A shard of one suite's examples with the rows each still lacks, or one analysis of a suite's sample."""
+
+    suite: int
+    rows: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)  # example id -> (eval, method, key)
+    analysis: Optional[tuple[str, str]] = None  # (evaluation key, row key)
+
+    def size(self) -> int:
+        return sum(len(v) for v in self.rows.values()) + (self.analysis is not None)
+
+    def as_dict(self) -> dict:
+        return {"suite": self.suite, "rows": self.rows, "analysis": self.analysis}
+
+    @classmethod
+    def from_dict(cls, job: dict) -> "Job":
+        return cls(job["suite"], {k: [tuple(r) for r in v] for k, v in job["rows"].items()},
+                   tuple(job["analysis"]) if job["analysis"] else None)
+
+
+def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int) -> list[Job]:
+    """The jobs that compute a suite's missing rows: its analyses, then shards of examples in sampling order."""
+    jobs = [Job(plan.index, analysis=(e.key, plan.analysis_key(e))) for e in plan.analyses
+            if plan.analysis_key(e) not in done]
+    todo: dict[str, list] = {}
+    for evaluation, method, example, key in plan.rows():
+        if key not in done:
+            todo.setdefault(example.id, []).append((evaluation.key, SHARED if method is None else method.key, key))
+    order = [e.id for e in plan.examples if e.id in todo]
+    for start in range(0, len(order), shard_size):
+        jobs.append(Job(plan.index, {i: todo[i] for i in order[start:start + shard_size]}))
+    return jobs
+
+
+def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = False) -> tuple[list[dict], dict]:
+    """Compute a job in a run context: its rows (``key, suite, eval, method, example, payload``) and counts."""
+    adapter = context.adapter(plan.model)
+    eval_context = EvalContext(plan.dataset, plan.seed, progress, {**plan.notes}, shared=context)
+    if job.analysis is not None:
+        evaluation = plan.evaluation(job.analysis[0])
+        sample = plan.sample_for(evaluation)
+        records = evaluation(adapter, [], sample, EvalContext(plan.dataset, plan.seed, progress, {
+            **plan.notes, "sample_size": len(sample)}, shared=context))
+        return [{"key": job.analysis[1], "suite": plan.name, "eval": evaluation.key, "method": SHARED,
+                 "example": "sample", "payload": {"records": records}}], {"rows": 1}
+    by_id = {e.id: e for e in plan.examples}
+    batcher = context.batcher
+    before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed)
+    work, meta = {}, {}
+    pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
+    for example_id, (eval_key, method_key, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
+                                                          disable=not progress, leave=False):
+        evaluation, example = plan.evaluation(eval_key), by_id[example_id]
+        item = eval_context.work(adapter, example)
+        if method_key == SHARED:
+            work[key] = evaluation.shared(item)
+        elif evaluation.per_example:
+            work[key] = evaluation.score(item, item.attribution(plan.method(method_key)))
+        else:
+            work[key] = evaluation.payload_by_run(item, plan.method(method_key), eval_context)
+        meta[key] = (eval_key, method_key, example_id)
+    done = context.batcher.run(work)
+    rows = [{"key": key, "suite": plan.name, "eval": meta[key][0], "method": meta[key][1], "example": meta[key][2],
+             "payload": done[key]} for key in work]
+    return rows, {"rows": len(rows), "model_rows": batcher.rows_sent - before[0],
+                  "distinct_rows": batcher.rows_distinct - before[1], "cached_rows": batcher.rows_cached - before[2],
+                  "attributions": context.attributions_computed - before[3]}

@@ -11,21 +11,19 @@ from pathlib import Path
 import pandas as pd
 
 from ..models.training.tasks import TASK_MODELS, training_record
-from ..models.zoo import ZOO, weights_hash
+from ..models.zoo import weights_hash
 from ..ops.environment import library_versions
-from ..ops.hashing import file_sha256
 
 TABLE_COLUMNS = ["model", "dataset", "eval", "method", "metric", "mean", "ci_low", "ci_high", "n", "n_undefined"]
 
 
 def model_provenance(adapter) -> dict:
-    """Where a model's weights came from: the zoo hash, and a task model's training record."""
-    base = TASK_MODELS[adapter.name].base if adapter.name in TASK_MODELS else adapter.name
-    record = {"model": adapter.name, "model_source": adapter.source, "weights_sha256": weights_hash(base),
-              "training": training_record(adapter.name)}
-    folder = Path(adapter.source)
-    if adapter.name not in ZOO and folder.is_dir():  # task models and local folders: hash the weights as loaded
-        record["loaded_weights_sha256"] = {f.name: file_sha256(f) for f in sorted(folder.glob("*.safetensors"))}
+    """Where a model's weights came from: their sha256 (the identity results are keyed by), a task model's base
+    weights and training record."""
+    record = {"model": adapter.name, "model_source": adapter.source, "weights_sha256": adapter.weights_sha256}
+    if adapter.name in TASK_MODELS:
+        record.update(base=TASK_MODELS[adapter.name].base, base_sha256=weights_hash(TASK_MODELS[adapter.name].base),
+                      training=training_record(adapter.name))
     return record
 
 

@@ -1,9 +1,17 @@
-"""The results store of a run: one SQLite file in the run folder.
+"""The results store of a run: one SQLite file in the run folder, one row per result.
 
-SQLite rather than parquet: a unit's result is one row committed in one transaction, so a run
-killed at any moment (SIGKILL included) leaves only whole rows, and a resumed run appends without
-rewriting anything; the file needs no server and ships with Python. Each row carries the sha256
-of its payload, checked on every read, so a damaged file is reported, never silently dropped.
+A row is one evaluation's payload for one example: a method's score on it (e.g. its AOPCs), what
+every method of the example shares (e.g. NAOPC's bounds; method ``-``), or an analysis of the model
+on a whole sample (example ``sample:<hash>``). Its key names everything the payload depends on (the
+model's weights hash, dtype, dataset and split, the evaluation and the method with their parameters,
+the example's id, text and target), so adding a method, changing a parameter or raising n leaves
+every stored row valid and computes only rows that are missing; a config may change between runs in
+one folder, and the leaderboard is read from the rows the current config asks for.
+
+SQLite rather than parquet: a shard's rows are committed in one transaction, so a run killed at any
+moment (SIGKILL included) leaves only whole shards, and a resumed run appends without rewriting; the
+file needs no server and ships with Python. Each row carries the sha256 of its payload, checked on
+every read, so a damaged file is reported, never silently dropped.
 """
 from __future__ import annotations
 
@@ -18,28 +26,37 @@ from ..ops.hashing import text_sha256
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS units (
-    key TEXT PRIMARY KEY, model TEXT NOT NULL, dataset TEXT NOT NULL, eval TEXT NOT NULL,
-    method TEXT NOT NULL, shard INTEGER NOT NULL, seconds REAL NOT NULL, created TEXT NOT NULL,
-    payload TEXT NOT NULL, sha256 TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    key TEXT PRIMARY KEY, suite TEXT NOT NULL, eval TEXT NOT NULL, method TEXT NOT NULL, example TEXT NOT NULL,
+    payload TEXT NOT NULL, sha256 TEXT NOT NULL, created TEXT NOT NULL);
 """
+FORMAT = 2  # the row store; format 1 (one row per unit of many examples) is not read
 
 
 class StoreError(AttrbenchError):
-    """The store file is damaged or belongs to another configuration."""
+    """The store file is damaged, of another format, or holds results of other weights."""
 
 
 class Store:
     def __init__(self, path: str | Path, readonly: bool = False):
-        self.path = Path(path)
+        self.path = Path(path) if str(path) != ":memory:" else None
         try:
-            uri = f"file:{self.path.resolve()}?mode=ro" if readonly else str(self.path)
-            self.db = sqlite3.connect(uri, timeout=30, isolation_level=None, uri=readonly)
+            if self.path is None:
+                self.db = sqlite3.connect(":memory:", isolation_level=None)
+            else:
+                uri = f"file:{self.path.resolve()}?mode=ro" if readonly else str(self.path)
+                self.db = sqlite3.connect(uri, timeout=30, isolation_level=None, uri=readonly)
             status = self.db.execute("PRAGMA quick_check").fetchone()[0]
             if status != "ok":
                 raise sqlite3.DatabaseError(status)
+            tables = {row[0] for row in self.db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+            if "units" in tables:
+                raise StoreError(f"{self.path} was written by an older attrbench (one row per unit of examples); "
+                                 "rerun the config into a new folder (--out) to recompute it")
             if not readonly:
                 self.db.executescript(SCHEMA)
+                if self.meta("format") is None:
+                    self.set_meta(format=FORMAT)
         except sqlite3.DatabaseError as err:
             raise StoreError(f"the results store {self.path} is corrupt ({err}); move it away and rerun to "
                              "recompute, nothing was read from it") from None
@@ -51,39 +68,48 @@ class Store:
 
     def set_meta(self, **values) -> None:
         with self.db:
-            self.db.execute("BEGIN")
+            self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
                                 [(k, json.dumps(v, default=str)) for k, v in values.items()])
 
-    # -- units -------------------------------------------------------------------------------
-    def done(self) -> set[str]:
-        return {row[0] for row in self.db.execute("SELECT key FROM units")}
+    # -- rows --------------------------------------------------------------------------------
+    def done(self, keys: Iterable[str]) -> set[str]:
+        """Those of ``keys`` that are stored."""
+        keys, found = list(keys), set()
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            found.update(row[0] for row in self.db.execute(
+                f"SELECT key FROM results WHERE key IN ({','.join('?' * len(chunk))})", chunk))
+        return found
 
-    def put(self, key: str, unit: dict, records: list[dict], seconds: float) -> None:
-        """Store one unit's records atomically (a unit already stored is left as it is)."""
-        payload = json.dumps(records, default=float, allow_nan=False)
+    def put(self, rows: list[dict]) -> None:
+        """Store rows (``key, suite, eval, method, example, payload``) in one transaction: all or none.
+        A row already stored is left as it is."""
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        values = []
+        for row in rows:
+            payload = json.dumps(row["payload"], default=float, allow_nan=False)
+            values.append((row["key"], row["suite"], row["eval"], row["method"], row["example"], payload,
+                           text_sha256(payload), stamp))
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.execute("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                            (key, unit["model"], unit["dataset"], unit["eval"], unit["method"], unit["shard"],
-                             seconds, time.strftime("%Y-%m-%d %H:%M:%S"), payload, text_sha256(payload)))
+            self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
 
-    def units(self) -> Iterable[dict]:
-        """Every stored unit with its records; a row whose checksum fails raises."""
-        for key, model, dataset, eval_, method, shard, seconds, payload, digest in self.db.execute(
-                "SELECT key, model, dataset, eval, method, shard, seconds, payload, sha256 FROM units ORDER BY rowid"):
-            if text_sha256(payload) != digest:
-                raise StoreError(f"unit '{key}' in {self.path} fails its checksum (the file was damaged); "
-                                 "delete that row or the file and rerun to recompute it")
-            try:
-                records = json.loads(payload)
-            except json.JSONDecodeError:
-                raise StoreError(f"unit '{key}' in {self.path} is not valid JSON; rerun to recompute it") from None
-            yield {"key": key, "model": model, "dataset": dataset, "eval": eval_, "method": method, "shard": shard,
-                   "seconds": seconds, "records": records}
+    def get(self, keys: Iterable[str]) -> dict[str, object]:
+        """The payloads of those of ``keys`` that are stored; a row whose checksum fails raises."""
+        keys, out = list(keys), {}
+        for start in range(0, len(keys), 500):
+            chunk = keys[start:start + 500]
+            for key, payload, digest in self.db.execute(
+                    f"SELECT key, payload, sha256 FROM results WHERE key IN ({','.join('?' * len(chunk))})", chunk):
+                if text_sha256(payload) != digest:
+                    raise StoreError(f"result '{key}' in {self.path} fails its checksum (the file was damaged); "
+                                     "delete that row or the file and rerun to recompute it")
+                out[key] = json.loads(payload)
+        return out
 
     def count(self) -> int:
-        return self.db.execute("SELECT COUNT(*) FROM units").fetchone()[0]
+        return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self) -> None:
         self.db.close()

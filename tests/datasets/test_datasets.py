@@ -5,7 +5,7 @@ from attrbench.datasets.agreement import sva_split
 from attrbench.datasets.lookup import examples_for, sample
 from attrbench.datasets.readers import read_sst2, read_sva
 from attrbench.errors import InputError
-from attrbench.plugin.registry import DATASETS
+from attrbench.registry import DATASETS
 
 
 def test_shipped_files_read_in_full():

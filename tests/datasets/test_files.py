@@ -15,12 +15,11 @@ from attrbench.errors import InputError
 from attrbench.ops.targets import resolve_text
 from attrbench.ops.tokens import word_tokens
 from attrbench.plugin.evaluation import EvalContext
-from attrbench.plugin.registry import EVALS
+from attrbench.registry import EVALS
 from attrbench.runtime.config import read_config
 from attrbench.runtime.context import RunContext
 from attrbench.runtime.external import Precomputed
-from attrbench.runtime.pipeline import evaluate, run_leaderboard
-from attrbench.runtime.store import StoreError
+from attrbench.runtime.pipeline import collect, evaluate, run_leaderboard
 
 PAIRS = [  # (good, bad, what a causal LM makes of it, what a masked LM makes of it)
     ("the keys to the cabinet are on the table .", "the keys to the cabinet is on the table .", "ok", "ok"),
@@ -58,7 +57,8 @@ def cli(argv):
 def test_sst2_rows_in_a_file_score_as_the_shipped_dataset(task_models, tmp_path, layout):
     adapter = task_models["sst2"]
     methods, evals = ["alti", "grad_x_input"], ["faithfulness_corr", "erasure_aopc"]
-    shipped = evaluate(adapter, methods, evals, "sst2", n=4, seed=3, progress=False)
+    shipped = evaluate(adapter, methods, evals, "sst2", n=4, seed=3, progress=False,
+                       dataset_params={"target": "label"})  # the file's rows give the gold label
     ids = shipped[0]["example_ids"]
     dev = read_sst2("dev")
     rows = [{"id": i.split(":")[-1], "text": dev[int(i.split(":")[-1])]["sentence"],
@@ -71,8 +71,9 @@ def test_sst2_rows_in_a_file_score_as_the_shipped_dataset(task_models, tmp_path,
                     eval_params={"faithfulness_corr": {"reference_method": "grad_l2"}})
     assert [(r["method"], r["metric"]) for r in mine] == [(r["method"], r["metric"]) for r in shipped]
     for a, b in zip(shipped, mine):
-        assert b["example_ids"] == [f"mine:{i.split(':')[-1]}" for i in a["example_ids"]]
-        assert b["values"] == pytest.approx(a["values"], abs=1e-6, nan_ok=False)
+        assert sorted(b["example_ids"]) == sorted(f"mine:{i.split(':')[-1]}" for i in a["example_ids"])
+        by_id = dict(zip(b["example_ids"], b["values"]))
+        assert [by_id[f"mine:{i.split(':')[-1]}"] for i in a["example_ids"]] == pytest.approx(a["values"], abs=1e-6)
         assert b["file_sha256"] != a["file_sha256"] and b["data_file"] == str((tmp_path / f"mine.{path[-5:].split('.')[-1]}").resolve())
 
 
@@ -258,7 +259,8 @@ def test_a_config_reads_a_file_next_to_it_and_notices_when_it_changes(tmp_path):
     config = read_config(config_path)
     assert config["suite"][0]["dataset"] == str((data / "mine.jsonl").resolve())
     summary = run_leaderboard(config, tmp_path / "runs" / "mine", progress=False)
-    assert summary["computed"] == summary["units"] == 4
+    per_example = (1 + 2) + (1 + 3)  # plausibility: shared + 2 methods; erasure: shared + 2 methods + random
+    assert summary["rows"] == 3 * per_example
     report = (tmp_path / "runs" / "mine" / "leaderboard.md")
     from attrbench.report import write_report
 
@@ -270,9 +272,11 @@ def test_a_config_reads_a_file_next_to_it_and_notices_when_it_changes(tmp_path):
     assert "## tiny-gpt2 · mine.jsonl · plausibility" in text  # a config's absolute path, shown by its name
     assert "Published numbers" not in text  # no published value for a file of your own
     assert not stale.exists() and len(list(stale.parent.glob("*.png"))) == paths["figures"]
-    write_jsonl(data / "mine.jsonl", rows[:3] + [{**rows[3], "text": "a bad film"}])
-    with pytest.raises(StoreError, match="holds results on another version of .*mine.jsonl"):
-        run_leaderboard(read_config(config_path), tmp_path / "runs" / "mine", progress=False)
+    sampled = [e[0] for e in collect(tmp_path / "runs" / "mine")[1]["plan"][0]["examples"]]
+    edited = int(sampled[0].split(":")[1])  # an edited row is another example: its rows are computed anew
+    write_jsonl(data / "mine.jsonl", [{**r, "text": "a bad film"} if r["id"] == edited else r for r in rows])
+    again = run_leaderboard(read_config(config_path), tmp_path / "runs" / "mine", progress=False)
+    assert again["rows"] == per_example
     config_path.write_text(config_path.read_text().replace("data/mine.jsonl", "data/other.jsonl"))
     with pytest.raises(InputError, match=r"suite\[0\].dataset': file .*other.jsonl does not exist \(a relative path is "
                                          "read from the config file's folder\\)"):
@@ -291,8 +295,8 @@ def test_cli_params_reach_the_plugins(tiny_models, tmp_path):
     assert code == 0, err
     record = json.loads(next(out.glob("*.json")).read_text())["records"][0]
     assert record["reference"] == "blank_out" and record["method_params"] == {"value_bias": "bias"}
-    for bad, message in (("x", "is not PLUGIN.NAME=VALUE"), ("nope.x=1", "'nope' is neither a method nor an evaluation"),
-                         ("naopc.beam_width=2", "parameters given for evaluation 'naopc', which is not among those run"),
+    for bad, message in (("x", "is not PLUGIN.NAME=VALUE"), ("nope.x=1", "'nope' is not a method, evaluation or dataset"),
+                         ("naopc.max_beam_width=2", "parameters given for evaluation 'naopc', which is not among those run"),
                          ("faithfulness_corr.reference_method=nope", "faithfulness_corr reference_method: unknown method")):
         code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr", "--method",
                          "alti", "--param", bad, "--out", str(tmp_path / "o2")])

@@ -1,112 +1,184 @@
-"""NAOPC bounds, soft erasure and ABPC against brute force, closed forms and hand computations."""
+"""Erasure metrics against brute force, closed forms, identities and hand computations: NAOPC's bounds and
+renormalisation, ABPC, soft erasure, the perturbation operators and units."""
 from itertools import permutations
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 
 from attrbench.errors import InputError
-from attrbench.evals.abpc import abpc
-from attrbench.evals.naopc import KINDS, beam_bounds, exact_bounds
-from attrbench.evals.soft_erasure import keep_probabilities, soft_drops
-from attrbench.ops.perturb import Deletions
+from attrbench.evals.naopc import NAOPC, beam_bounds, converged_beam_bounds, exact_bounds
+from attrbench.evals.soft_erasure import keep_probabilities, masked_probability
+from attrbench.ops.perturb import Perturbations, answer, resolve_operator
 from attrbench.ops.targets import resolve_text
 from attrbench.ops.tokens import special_mask
 from attrbench.plugin.evaluation import EvalContext
-from attrbench.plugin.registry import EVALS
+from attrbench.registry import EVALS, METHODS
 
 
-def _deletions(adapter, text, target):
+def _perturbations(adapter, text, target, operator="delete", unit="token"):
     ids = adapter.tokenizer(text)["input_ids"]
-    return ids, Deletions(adapter, ids, resolve_text(adapter, ids, target))
+    return Perturbations(adapter, ids, resolve_text(adapter, ids, target), operator, unit, text)
+
+
+def _aopc(perturbations, order, keep=False):
+    return float(answer(perturbations.curve(list(order), keep)).mean())
 
 
 @pytest.mark.parametrize("model,text,target", [
     ("tiny-gpt2", "the keys to the cabinet near", "contrast:are/is"),  # 6 tokens, no specials
     ("tiny-bert", "the keys to the [MASK] on", "contrast:table/house"),  # 5 words + [MASK] + [CLS]/[SEP]
 ])
-def test_exact_naopc_bounds_equal_brute_force_over_all_orderings(tiny_models, model, text, target):
-    _, deletions = _deletions(tiny_models[(model, "float64")], text, target)
-    assert 4 <= deletions.m <= 6
-    for kind in KINDS:
-        aopcs = [deletions.curve(list(order), keep=kind == "sufficiency").mean()
-                 for order in permutations(range(deletions.m))]
-        low, high = exact_bounds(deletions, kind)
-        assert low == pytest.approx(min(aopcs), abs=1e-12) and high == pytest.approx(max(aopcs), abs=1e-12)
-        for width in (1, 2, 4):  # beam search finds orderings, so its bounds lie inside the exact range
-            beam_low, beam_high = beam_bounds(deletions, kind, width)
-            assert low - 1e-12 <= beam_low <= beam_high <= high + 1e-12
-        assert beam_bounds(deletions, kind, 10 ** 4) == pytest.approx((low, high), abs=1e-12)  # a full beam is exact
+def test_exact_bounds_equal_brute_force_and_serve_both_kinds(tiny_models, model, text, target):
+    """One search gives the range of AOPC over every ordering, and sufficiency ranges over the same values
+    (AOPC_suff(order) = AOPC_comp(reversed order))."""
+    perturbations = _perturbations(tiny_models[(model, "float64")], text, target)
+    assert 4 <= perturbations.m <= 6
+    orders = list(permutations(range(perturbations.m)))
+    comp = [_aopc(perturbations, o) for o in orders]
+    suff = [_aopc(perturbations, o, keep=True) for o in orders]
+    low, high = answer(exact_bounds(perturbations))
+    assert low == pytest.approx(min(comp), abs=1e-12) and high == pytest.approx(max(comp), abs=1e-12)
+    assert min(suff) == pytest.approx(low, abs=1e-12) and max(suff) == pytest.approx(high, abs=1e-12)
+    for o in orders[:10]:
+        assert _aopc(perturbations, o, keep=True) == pytest.approx(_aopc(perturbations, o[::-1]), abs=1e-12)
+    for width in (1, 2, 4):  # beam search finds orderings, so its bounds lie inside the exact range
+        beam_low, beam_high = answer(beam_bounds(perturbations, width))
+        assert low - 1e-12 <= beam_low <= beam_high <= high + 1e-12
+    assert answer(beam_bounds(perturbations, 10 ** 4)) == pytest.approx((low, high), abs=1e-12)  # a full beam is exact
+    *bounds, width, converged = answer(converged_beam_bounds(perturbations, 50))
+    assert width in (5, 10, 20, 50) and low - 1e-12 <= bounds[0] <= bounds[1] <= high + 1e-12
 
 
-def test_soft_erasure_with_equal_scores_is_its_closed_form(tiny_models):
-    """All-equal scores keep every dimension with q = 1: sufficiency 0, comprehensiveness the drop when every
-    non-special embedding is zeroed."""
+def test_naopc_renormalises_when_a_method_beats_the_beam(tiny_models):
+    """With greedy bounds a method can find a better ordering: the example's bounds widen to it, every method
+    is renormalised from stored raw AOPCs, and no value leaves [0, 1]; with exact bounds nothing widens."""
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    perturbations = _perturbations(adapter, "a dog near the house sees the", "contrast:are/is")  # 7 tokens
+    orders = list(permutations(range(perturbations.m)))
+    exact_low, exact_high = answer(exact_bounds(perturbations))
+    greedy = answer(beam_bounds(perturbations, 1))
+    best = max(orders, key=lambda o: _aopc(perturbations, o))
+    assert _aopc(perturbations, best) > greedy[1] + 1e-9, "this text needs an ordering that beats greedy"
+    naopc = NAOPC().with_params(perturbation="delete", unit="token")
+    shared = [{"m": perturbations.m, "bounds": list(greedy), "search": "beam", "beam_width": 1, "converged": False}]
+    winner = {"aopc_comprehensiveness": _aopc(perturbations, best), "aopc_sufficiency": _aopc(perturbations, best, True)}
+    other = {"aopc_comprehensiveness": _aopc(perturbations, orders[1]),
+             "aopc_sufficiency": _aopc(perturbations, orders[1], True)}
+    out = naopc.summarise({"winner": [winner], "other": [other]}, shared)
+    assert out["winner"]["naopc_comprehensiveness"]["values"] == [pytest.approx(1.0)]
+    assert out["winner"]["naopc_comprehensiveness"]["beam_bounds_broken"] == 1
+    low, high = out["winner"]["naopc_comprehensiveness"]["bounds"][0]
+    assert high == pytest.approx(winner["aopc_comprehensiveness"]) and exact_low - 1e-12 <= low
+    for key in out:
+        for metric in out[key].values():
+            assert all(0.0 <= v <= 1.0 for v in metric["values"])
+    exact = naopc.summarise({"other": [other]}, [{"m": perturbations.m, "bounds": [exact_low, exact_high],
+                                                   "search": "exact"}])
+    assert exact["other"]["naopc_comprehensiveness"]["bounds"][0] == [exact_low, exact_high]
+    assert exact["other"]["naopc_comprehensiveness"]["beam_bounds_broken"] == 0
+
+
+class _Toy(Perturbations):
+    """p(target) = 1 − the summed weight of the removed features."""
+
+    def __init__(self, weights):
+        self.weights, self.features, self._p = weights, [[i] for i in range(len(weights))], {}
+
+    def probabilities(self, sets):
+        return np.array([1.0 - sum(self.weights[i] for i in s) for s in sets])
+        yield  # a generator, as the real one
+
+
+def test_abpc_is_comprehensiveness_minus_sufficiency_and_a_hand_computation(tiny_models):
+    toy = _Toy([0.5, 0.3, 0.2])
+
+    class Work:
+        def perturbations(self, *_):
+            return toy
+
+    class Result:
+        values = np.array([3.0, 1.0, 2.0])
+
+    abpc = EVALS.get("abpc")
+    # scores 3, 1, 2: most relevant first 0, 2, 1 -> drops 0.5, 0.7; least relevant first 1, 2, 0 -> 0.3, 0.5
+    assert answer(abpc.score(Work(), Result()))["abpc"] == pytest.approx(((0.5 - 0.3) + (0.7 - 0.5)) / 2)
+    perturbations = _perturbations(tiny_models[("tiny-gpt2", "float64")], "the keys to the cabinet near",
+                                   "contrast:are/is")
+    order = [3, 0, 5, 1, 4, 2]
+    morf, lerf = (answer(perturbations.curve(o)) for o in (order, order[::-1]))
+    assert (morf - lerf).mean() == pytest.approx(_aopc(perturbations, order) - _aopc(perturbations, order, True),
+                                                 abs=1e-12)
+
+
+def test_operators_and_word_units(tiny_models):
+    """mask and pad replace in place (same length, same row), delete shortens; word units group a word's tokens."""
+    adapter = tiny_models[("tiny-bert", "float64")]
+    text = "the keys to the [MASK] on the table"
+    masked = _perturbations(adapter, text, "contrast:is/are", "mask")
+    ids, row = masked.sequence(frozenset({0, 1}))
+    assert len(ids) == len(masked.ids) and row == masked.resolved.row
+    assert ids[1] == ids[2] == adapter.tokenizer.mask_token_id
+    deleted = _perturbations(adapter, text, "contrast:is/are", "delete")
+    ids, row = deleted.sequence(frozenset({0, 1}))
+    assert len(ids) == len(deleted.ids) - 2 and ids[row] == adapter.tokenizer.mask_token_id
+    assert _perturbations(adapter, text, "contrast:is/are", "auto").operator == "mask"
+    gpt2 = tiny_models[("tiny-gpt2", "float64")]
+    assert _perturbations(gpt2, "the keys", "contrast:are/is", "auto").operator == "delete"
+    without_mask = SimpleNamespace(name="gpt2-like", causal=True, tokenizer=SimpleNamespace(mask_token_id=None))
+    with pytest.raises(InputError, match="no mask token.*delete or pad"):
+        resolve_operator(without_mask, "mask")
+    words = _perturbations(adapter, "the keys, to the [MASK]", "contrast:is/are", unit="word")
+    assert words.features == [[1], [2], [3], [4], [5]]  # the tiny tokenizer splits punctuation into words
+    scores = np.array([0.0, 0.1, 0.2, 0.9, 0.3, 0.4, 0.0, 0.0])
+    assert words.order(scores)[0] == 2  # the comma's word, scored 0.9
+
+
+def test_soft_normalised_metrics_follow_the_paper(tiny_models):
+    """Soft-NC and Soft-NS from the raw drops and p(0) as in the authors' code; equal scores say nothing
+    (min-max); the positive rescaling with equal scores keeps everything: soft sufficiency 0."""
     adapter = tiny_models[("tiny-bert", "float64")]
     ids = adapter.tokenizer("the keys to the [MASK] on the table")["input_ids"]
     resolved = resolve_text(adapter, ids, "contrast:is/are")
     special = special_mask(adapter, ids)
-    q = keep_probabilities(np.full(len(ids), 0.7), special)
+    assert keep_probabilities(np.full(len(ids), 0.7), special) is None
+    q = keep_probabilities(np.full(len(ids), 0.7), special, "positive")
     assert np.all(q == 1.0)
-    comp, suff = soft_drops(adapter, ids, resolved, q, special, samples=5, seed=0)
+    uniform = torch.from_numpy(np.random.default_rng(0).random((5, len(ids), 32)))
     with torch.no_grad():
         tokens = torch.tensor([ids])
-        embeds = adapter.model.get_input_embeddings()(tokens) * torch.from_numpy(special)[None, :, None]
-        ones = torch.ones_like(tokens)
-        p_full = resolved.probability(adapter.model(input_ids=tokens, attention_mask=ones).logits)[0]
-        p_zeroed = resolved.probability(adapter.model(inputs_embeds=embeds, attention_mask=ones).logits)[0]
-    assert suff == pytest.approx(0.0, abs=1e-12)
-    assert comp == pytest.approx(float(p_full - p_zeroed), abs=1e-12) and abs(comp) > 1e-6
-    assert keep_probabilities(np.array([0.0, -1.0, 0.0]), np.array([True, False, False])) is None  # no evidence
+        p_full = float(resolved.probability(adapter.model(input_ids=tokens).logits)[0])
+    assert masked_probability(adapter, ids, resolved.row, resolved, q, uniform) == pytest.approx(p_full, abs=1e-12)
+    soft = EVALS.get("soft_erasure")
+    shared = [{"p_full": 0.9, "p_zero": 0.4}, {"p_full": 0.5, "p_zero": 0.6}]
+    scored = {"m": [{"soft_comprehensiveness_raw": 0.3, "soft_sufficiency_raw": 0.1},
+                    {"soft_comprehensiveness_raw": 0.2, "soft_sufficiency_raw": 0.0}]}
+    out = soft.summarise(scored, shared)["m"]
+    assert out["soft_nc"]["values"] == [pytest.approx(0.3 / 0.5), None]  # the second: zeroing raises p
+    assert out["soft_ns"]["values"] == [pytest.approx((0.5 - 0.1) / 0.5), None]
+    assert out["soft_comprehensiveness_raw"]["values"] == [0.3, 0.2]
 
 
-def test_soft_erasure_masks_are_seeded_and_shared(tiny_models):
-    adapter = tiny_models[("tiny-gpt2", "float32")]
+def test_contrast_targets_are_scored_as_the_same_contrast(tiny_models):
+    """A contrast A/B is scored as p(A | {A, B}) = sigmoid(logit A - logit B), what the methods explain."""
+    adapter = tiny_models[("tiny-gpt2", "float64")]
     ids = adapter.tokenizer("the keys to the cabinet")["input_ids"]
     resolved = resolve_text(adapter, ids, "contrast:are/is")
-    special = special_mask(adapter, ids)
-    q = keep_probabilities(np.array([0.1, 0.9, 0.2, 0.0, 0.5]), special)
-    first = soft_drops(adapter, ids, resolved, q, special, samples=8, seed=3)
-    assert first == soft_drops(adapter, ids, resolved, q, special, samples=8, seed=3)
-    assert first != soft_drops(adapter, ids, resolved, q, special, samples=8, seed=4)
-
-
-class _Toy(Deletions):
-    """p(target) = 1 − the summed weight of the deleted tokens."""
-
-    def __init__(self, weights):
-        self.weights, self.positions, self.p_full, self._p = weights, np.arange(len(weights)), 1.0, {}
-
-    def probabilities(self, sets):
-        return np.array([1.0 - sum(self.weights[i] for i in s) for s in sets])
-
-
-def test_abpc_equals_a_hand_computation():
-    toy = _Toy([0.5, 0.3, 0.2])
-    # scores 3, 1, 2: most relevant first 0, 2, 1 -> drops 0.5, 0.7; least relevant first 1, 2, 0 -> 0.3, 0.5
-    assert abpc(toy, np.array([3.0, 1.0, 2.0])) == pytest.approx(((0.5 - 0.3) + (0.7 - 0.5)) / 2)
-    assert abpc(toy, np.array([1.0, 2.0, 3.0])) == pytest.approx(((0.2 - 0.5) + (0.5 - 0.8)) / 2)  # reversed: < 0
-    assert abpc(_Toy([1.0]), np.array([1.0])) is None  # one token: no curve
-
-
-def test_naopc_of_the_best_and_worst_ordering_is_one_and_zero(tiny_models):
-    """A method whose scores produce the extreme orderings gets NAOPC 1 (best) and 0 (worst)."""
-    adapter = tiny_models[("tiny-gpt2", "float64")]
-    _, deletions = _deletions(adapter, "the keys to the cabinet", "contrast:are/is")
-    orders = list(permutations(range(deletions.m)))
-    aopcs = [deletions.curve(list(o)).mean() for o in orders]
-    low, high = exact_bounds(deletions, "comprehensiveness")
-    best = orders[int(np.argmax(aopcs))]
-    scores = np.zeros(deletions.m)
-    scores[list(best)] = np.arange(deletions.m, 0, -1)  # rank = the best ordering
-    assert (deletions.curve(deletions.order(scores)).mean() - low) / (high - low) == pytest.approx(1.0)
+    with torch.no_grad():
+        logits = adapter.model(input_ids=torch.tensor([ids])).logits[0, -1]
+    expected = torch.sigmoid(logits[resolved.index] - logits[resolved.contrast_index])
+    perturbations = Perturbations(adapter, ids, resolved)
+    assert answer(perturbations.full()) == pytest.approx(float(expected), abs=1e-12)
 
 
 def test_bad_parameters_and_unreachable_embeddings_are_refused_before_work(tiny_models, monkeypatch):
-    with pytest.raises(InputError, match="beam_width"):
-        EVALS.get("naopc").with_params(beam_width=0)
+    with pytest.raises(InputError, match="max_beam_width"):
+        EVALS.get("naopc").with_params(max_beam_width=0)
     with pytest.raises(InputError, match="samples"):
         EVALS.get("soft_erasure").with_params(samples=0)
+    with pytest.raises(InputError, match="perturbation"):
+        EVALS.get("erasure_aopc").with_params(perturbation="erase")
     adapter = tiny_models[("tiny-gpt2", "float32")]
     monkeypatch.setattr(adapter.model, "get_input_embeddings", lambda: None)
     with pytest.raises(InputError, match="soft_erasure' cannot run on 'tiny-gpt2'.*erasure_aopc or naopc"):
@@ -114,33 +186,26 @@ def test_bad_parameters_and_unreachable_embeddings_are_refused_before_work(tiny_
 
 
 @pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
-def test_shared_deletions_equal_one_method_at_a_time_and_send_fewer_sequences(tiny_models, model, monkeypatch):
-    """Every method and erasure metric of an example fill one memo of deleted sets; the scores equal those
-    of each method alone (own context, own batches) to 1e-5, with fewer sequences through the model."""
-    import attrbench.ops.perturb
+def test_shared_requests_equal_one_method_at_a_time_and_send_fewer_sequences(tiny_models, model):
+    """Every method and erasure metric of a sample share one batcher and memo of removal sets: the values equal
+    each method run alone (own context, own batches), with fewer sequences sent through the model."""
     from attrbench.datasets.lookup import examples_for, sample
-    from attrbench.plugin.registry import METHODS
     from attrbench.runtime.context import RunContext
 
     adapter = tiny_models[(model, "float32")]
     examples = sample(examples_for(adapter, "sva-generated")[0], 3, 0)
     methods = [METHODS.get(m) for m in ("attn_rollout", "alti", "grad_l2", "blank_out")]
-    evals = [EVALS.get("erasure_aopc"), EVALS.get("abpc"), EVALS.get("naopc").with_params(beam_width=1)]
-    sent = []
-    real = attrbench.ops.perturb.target_probabilities
-    monkeypatch.setattr(attrbench.ops.perturb, "target_probabilities",
-                        lambda adapter, resolved, sequences, *a, **k: sent.append(len(sequences)) or real(
-                            adapter, resolved, sequences, *a, **k))
+    evals = [EVALS.get("erasure_aopc"), EVALS.get("abpc"), EVALS.get("naopc").with_params(max_beam_width=1)]
 
     def scores(shared: bool):
-        sent.clear()
-        run, values = RunContext(), {}
+        run, values, sent = RunContext(), {}, 0
         for method in methods:
             for evaluation in evals:
                 context = EvalContext("sva-generated", shared=run if shared else RunContext())
                 for r in evaluation(adapter, [method], examples, context):
                     values[(method.name, r["eval"], r["metric"])] = r["values"]
-        return values, sum(sent)
+                sent += 0 if shared else context.shared.batcher.rows_sent
+        return values, (run.batcher.rows_sent if shared else sent)
 
     alone, sent_alone = scores(shared=False)
     shared, sent_shared = scores(shared=True)

@@ -10,7 +10,7 @@ from attrbench.cli import main
 from attrbench.datasets.lookup import examples_for, sample
 from attrbench.errors import InputError, UnknownPluginError
 from attrbench.plugin.evaluation import EvalContext
-from attrbench.plugin.registry import EVALS, METHODS
+from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.pipeline import evaluate
 
 
@@ -93,10 +93,18 @@ def test_erasure_matches_a_manual_deletion(task_models):
 def test_timing_records_every_example_with_length(tiny_models):
     adapter = tiny_models[("tiny-gpt2", "float32")]
     records = evaluate(adapter, ["atb_ln_ff_res", "blank_out"], ["timing"], "sva-generated", n=3, progress=False)
-    assert {(r["method"], r["metric"]) for r in records} == {
-        (m, k) for m in ("atb_ln_ff_res", "blank_out") for k in ("seconds_per_example", "peak_mb")}
+    metrics = ("seconds_per_example", "peak_mb", "seconds_per_token", "cost_vs_forward")
+    assert {(r["method"], r["metric"]) for r in records} == {(m, k) for m in ("atb_ln_ff_res", "blank_out")
+                                                             for k in metrics}
     rows = records[0]["per_example"]
     assert len(rows) == 3 and all(r["seconds"] > 0 and r["n_tokens"] > 0 for r in rows)
+    by = {(r["method"], r["metric"]): r for r in records}
+    for method in ("atb_ln_ff_res", "blank_out"):  # the cost per token and per forward pass follow from the rows
+        seconds = by[(method, "seconds_per_example")]["values"]
+        per_token = by[(method, "seconds_per_token")]["values"]
+        assert per_token == pytest.approx([s / r["n_tokens"] for s, r in zip(seconds, by[(method, "peak_mb")][
+            "per_example"])])
+        assert all(v > 0 for v in by[(method, "cost_vs_forward")]["values"])
 
 
 @pytest.mark.parametrize("model", ["tiny-bert", "tiny-gpt2", "tiny-llama"])
@@ -170,7 +178,7 @@ def test_cli_eval_json_and_files(task_models, capsys, tmp_path):
     written = list(tmp_path.glob("*.json"))
     assert len(written) == 1 and len(json.loads(written[0].read_text())["records"]) == len(records)
     run = json.loads(written[0].read_text())["run"]
-    assert len(run["loaded_weights_sha256"]["model.safetensors"]) == 64 and run["seed"] == 0
+    assert len(run["weights_sha256"]) == 64 and run["seed"] == 0
     assert main(["eval", "--model", model, "--eval", "mixing_ratio", "--dataset", "sva-linzen", "--n", "2",
                  "--out", str(tmp_path)]) == 0
     out = capsys.readouterr().out

@@ -14,7 +14,7 @@ from attrbench.decompose import readout
 from attrbench.errors import CompletenessError, InputError
 from attrbench.models import TransformerAdapter, load_model
 from attrbench.models.tiny import tiny_classifier
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
 ALTI_LOGIT = METHODS.get("alti_logit")

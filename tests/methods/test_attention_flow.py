@@ -8,7 +8,7 @@ from attrbench.errors import InputError
 from attrbench.methods.attention_flow import attention_flow
 from attrbench.models import load_model
 from attrbench.ops.aggregate import row_normalise, with_identity
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
 SCALE = 10 ** 9  # scipy's max flow takes integer capacities

@@ -22,7 +22,7 @@ from attrbench.methods.attn_lrp import attn_lrp_rules
 from attrbench.models import load_model
 from attrbench.models.tiny import TINY_MODELS
 from attrbench.ops.targets import resolve_text
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
 ATTN_LRP = METHODS.get("attn_lrp")

@@ -15,7 +15,7 @@ import torch
 from attrbench.errors import InputError
 from attrbench.models import load_model
 from attrbench.plugin.gradient import baseline_ids
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are"
 MODELS = ["tiny-bert", "tiny-llama"]

@@ -25,7 +25,7 @@ from attrbench.models import TransformerAdapter, load_model
 from attrbench.models.spec import FeedForwardSpec, Linear
 from attrbench.models.tiny import TINY_MODELS, tiny_classifier
 from attrbench.ops.targets import resolve_text
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
 DECOMPX = METHODS.get("decompx")

@@ -7,7 +7,7 @@ import transformers as hf
 from attrbench.errors import InputError
 from attrbench.models import TransformerAdapter
 from attrbench.models.tiny import _configs, randomise, tiny_tokenizer
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 MASKED = "the keys to the cabinet [MASK] on the table"
 

@@ -9,7 +9,7 @@ from attrbench.methods.alti import ALTI_MAP
 from attrbench.methods.globenc import GLOBENC_MAP
 from attrbench.ops.aggregate import rollout, row_normalise
 from attrbench.ops.targets import Target
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 from tests.conftest import TEXTS
 
 

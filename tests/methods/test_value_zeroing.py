@@ -18,7 +18,7 @@ import torch
 from attrbench.methods.value_zeroing import value_zeroing_maps
 from attrbench.models import load_model
 from attrbench.ops.aggregate import rollout
-from attrbench.plugin.registry import METHODS
+from attrbench.registry import METHODS
 
 TEXT = "the keys to the cabinet are on the table"
 

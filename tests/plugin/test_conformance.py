@@ -8,7 +8,7 @@ from attrbench.models import load_model
 from attrbench.models.tiny import TINY_MODELS
 from attrbench.plugin.conformance import check_method
 from attrbench.plugin.method import Method, MethodResult, ScopeMap
-from attrbench.plugin.registry import METHODS, Registry
+from attrbench.registry import METHODS, Registry
 
 ADAPTERS = {n: load_model(n) for n in TINY_MODELS}
 PAIRS = [(m.name, n) for m in METHODS.all() for n in TINY_MODELS if m.supports(ADAPTERS[n]) is None]
@@ -54,7 +54,7 @@ def test_conformance_catches_broken_plugins():
 def test_entry_point_plugins_are_registered(monkeypatch):
     registry = Registry("method", "attrbench.methods", "attrbench.methods")
     ep = EntryPoint(name="third_party_noisy", value="tests.plugin.test_conformance:_Noisy", group="attrbench.methods")
-    monkeypatch.setattr("attrbench.plugin.registry.entry_points", lambda group: [ep] if group == "attrbench.methods" else [])
+    monkeypatch.setattr("attrbench.registry.entry_points", lambda group: [ep] if group == "attrbench.methods" else [])
     assert "third_party_noisy" in registry.names()
     assert isinstance(registry.get("third_party_noisy"), _Noisy)
 

@@ -11,7 +11,7 @@ from attrbench.cli import main
 from attrbench.datasets.base import Dataset, Example
 from attrbench.errors import InputError
 from attrbench.plugin.evaluation import Evaluation
-from attrbench.plugin.registry import EVALS, METHODS
+from attrbench.registry import EVALS, METHODS
 from attrbench.report import write_report
 from attrbench.runtime.config import validate_config
 from attrbench.runtime.pipeline import collect, plan_config, run_leaderboard
@@ -53,39 +53,39 @@ def test_a_plugin_evaluation_gets_its_table_and_figure(peak_share, tmp_path):
     paths = write_report(tmp_path / "run")
     md, page = paths["leaderboard"].read_text(), paths["html"].read_text()
     assert "## tiny-gpt2 · sva-generated · peak_share" in md
-    assert "| rank | method | peak_share ↓ | n |" in md
+    assert "| group | method | family | peak_share ↓ | avg rank | n |" in md
     figure = tmp_path / "run" / "figures" / "tiny-gpt2-sva-generated-peak_share.png"
     assert figure.read_bytes()[:4] == b"\x89PNG" and f"(figures/{figure.name})" in md
     assert 'alt="tiny-gpt2 · sva-generated · peak_share" src="data:image/png;base64,' in page
     assert "NaN" not in md and "NaN" not in page
 
 
-def test_changing_a_method_parameter_recomputes_exactly_its_units(tmp_path):
+def test_changing_a_method_parameter_recomputes_exactly_its_rows(tmp_path):
     run_dir = tmp_path / "run"
     first = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
                   method_params={"integrated_gradients": {"n_steps": 2}})
     summary = run_leaderboard(first, run_dir, progress=False)
-    assert summary["computed"] == summary["units"] == 4  # 2 methods x 2 shards of 3 examples
+    assert summary["rows"] == 3 * (1 + 2)  # per example: the shared row and one per method
     ig_first = next(r for r in collect(run_dir)[0] if r["method"] == "integrated_gradients")
     assert ig_first["method_params"] == {"n_steps": 2, "baseline": "pad"}
 
     second = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
                    method_params={"integrated_gradients": {"n_steps": 16}})
     summary = run_leaderboard(second, run_dir, progress=False)
-    assert summary["computed"] == 2 and summary["reused"] == 2  # IG's two shards only; alti kept
+    assert summary["rows"] == 3 and summary["attributions"] == 3  # IG's rows only; alti and the reference kept
     records, meta = collect(run_dir)
     ig = next(r for r in records if r["method"] == "integrated_gradients")
     assert ig["method_params"]["n_steps"] == 16 and meta["config"]["suite"][0]["method_params"] == {
         "integrated_gradients": {"n_steps": 16}}
     assert ig["values"] != ig_first["values"]  # 2 vs 16 quadrature steps: other scores, other correlations
     assert len(records) == 2  # the n_steps=2 results stay stored but are not part of this run's report
-    assert run_leaderboard(second, run_dir, progress=False)["computed"] == 0
+    assert run_leaderboard(second, run_dir, progress=False)["rows"] == 0
 
 
 def test_an_evaluation_parameter_is_set_per_suite():
     config = suite(methods=["alti"], evals=["faithfulness_corr"], eval_params={"faithfulness_corr": {"rank": "dense"}})
-    units, _ = plan_config(config)
-    assert units[0].key == "tiny-gpt2|sva-generated:default|faithfulness_corr(rank=dense,reference_method=auto)|alti(value_bias=token)|0"
+    [plan] = plan_config(config)
+    assert plan.scoring[0][0].key == "faithfulness_corr(rank=dense,reference_method=auto)"
 
 
 @pytest.mark.parametrize("entry,message", [
@@ -128,10 +128,10 @@ class TinyPairs(Dataset):
 
 
 def test_third_party_dataset_plugin_is_listed_and_runs_on_the_leaderboard(monkeypatch, tmp_path, capsys):
-    from attrbench.plugin.registry import DATASETS
+    from attrbench.registry import DATASETS
 
     ep = EntryPoint(name="tiny-pairs", value="tests.plugin.test_registry_and_params:TinyPairs", group="attrbench.datasets")
-    monkeypatch.setattr("attrbench.plugin.registry.entry_points", lambda group: [ep] if group == "attrbench.datasets" else [])
+    monkeypatch.setattr("attrbench.registry.entry_points", lambda group: [ep] if group == "attrbench.datasets" else [])
     monkeypatch.setattr(DATASETS, "_plugins", dict(DATASETS._plugins))  # restored after the test
     monkeypatch.setattr(DATASETS, "_entry_points_loaded", False)
     assert main(["datasets", "--json"]) == 0

@@ -1,1 +1,1 @@
-"""Built-in dataset plugins, one module each; the registry imports them (``attrbench.plugin.registry``)."""
+"""Built-in dataset plugins, one module each; the registry imports them (``attrbench.registry``)."""

@@ -88,13 +88,13 @@ def exact_dense(activation: Callable, players: Sequence[torch.Tensor]) -> torch.
     """The torch engine for any activation and dtype: coalition values in chunks, then one matmul."""
     P = players[0].shape[0]
     check_players("shapley-exact", P)
-    masks_low, masks_high, operator = (t.to(players[0].dtype) for t in _exact_operators(P))
+    masks_low, masks_high, operator = (t.to(players[0].dtype).to(players[0].device) for t in _exact_operators(P))
     operator_t = operator.T.contiguous()  # (2^P, P): values^T @ operator^T runs faster than operator @ values
     flat = [p.reshape(P, -1) for p in players]
     out = torch.empty_like(flat[0])
     step = max(1, _CHUNK_VALUES // 2 ** P)
-    buffers = [torch.empty(2 ** P * step, dtype=out.dtype) for _ in flat]  # reused: no page faults per step
-    result = torch.empty(step, P, dtype=out.dtype)
+    buffers = [out.new_empty(2 ** P * step) for _ in flat]  # reused: no page faults per step
+    result = out.new_empty(step, P)
     for k in range(0, flat[0].shape[1], step):
         values = _value(activation, [_coalition_sums(masks_low, masks_high, f[:, k:k + step], buf)
                                      for f, buf in zip(flat, buffers)])
@@ -113,7 +113,7 @@ def sampling(activation: Callable, players: Sequence[torch.Tensor], samples: int
     total_sq = torch.zeros_like(players[0])
     pairs = max(1, samples // 2)
     for _ in range(pairs):
-        perm = torch.randperm(P, generator=gen)
+        perm = torch.randperm(P, generator=gen).to(players[0].device)  # drawn on the CPU: the same on any device
         pair_mean = torch.zeros_like(players[0])
         for order in (perm, perm.flip(0)):  # antithetic: a permutation and its reverse
             prefix = [torch.cumsum(p[order], 0) for p in players]
@@ -139,11 +139,11 @@ def with_shap(activation: Callable, players: Sequence[torch.Tensor], engine: str
     check_players(engine, P)
     out = torch.empty_like(players[0])
     for r in range(rows):
-        parts = [p[:, r].numpy() for p in players]
+        parts = [p[:, r].cpu().numpy() for p in players]
 
         def game(masks: np.ndarray) -> np.ndarray:  # (N, P) coalitions -> (N, elements) values
             sums = [torch.from_numpy(masks.astype(part.dtype) @ part) for part in parts]
-            return _value(activation, sums).double().numpy()
+            return _value(activation, sums).double().cpu().numpy()
 
         background, everyone = np.zeros((1, P)), np.ones((1, P))
         if engine == "shapley-kernel":
@@ -158,5 +158,5 @@ def with_shap(activation: Callable, players: Sequence[torch.Tensor], engine: str
                 explanation = shap.explainers.Permutation(game, masker, seed=seed)(
                     everyone, max_evals=max_evals or 10 * (2 * P + 1))
             values = explanation.values[0]
-        out[:, r] = torch.from_numpy(np.asarray(values).reshape(P, -1)).to(out.dtype)
+        out[:, r] = torch.from_numpy(np.asarray(values).reshape(P, -1)).to(dtype=out.dtype, device=out.device)
     return out

@@ -1,0 +1,146 @@
+"""Forward passes made once: every request of a shard gathered, deduplicated, sorted by length and batched.
+
+Evaluations ask for model outputs by yielding :class:`~attrbench.ops.perturb.Forward` requests from
+generators (one per example and metric and method). :class:`Batcher` advances all of a shard's
+generators in rounds, as lm-evaluation-harness's ``Collator`` gathers its requests: each round it
+collects the requests every generator is waiting on, looks each distinct (model, readout, row, token
+ids) up in a cache (in memory, or the run's shared-work cache, ``attrbench.runtime.workcache``),
+sends the rest through the model in length-sorted batches bounded by a token budget
+(``RunOptions.batch_tokens``), stores the outputs, and answers every generator that asked. A CUDA
+out-of-memory halves the batch and retries; the batch size that worked is kept.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import struct
+from typing import Any, Optional
+
+import numpy as np
+import torch
+
+from ..models.adapter import pad_ids
+from .perturb import Forward, read
+
+
+def forward_key(weights: str, dtype: str, index: int, contrast: Optional[int], row: int, ids) -> bytes:
+    """The content address of one model output: weights, dtype, readout, row and token ids."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{weights}|{dtype}|{index}|{contrast}|{row}|".encode())
+    digest.update(struct.pack(f"<{len(ids)}q", *ids))
+    return digest.digest()
+
+
+class MemoryCache:
+    """Model outputs by content address, for this process only."""
+
+    def __init__(self):
+        self.values: dict[bytes, float] = {}
+
+    def forward_get(self, keys) -> dict[bytes, float]:
+        return {k: self.values[k] for k in keys if k in self.values}
+
+    def forward_put(self, items: dict[bytes, float]) -> None:
+        self.values.update(items)
+
+
+class Batcher:
+    """Answers the :class:`Forward` requests of many generators (see the module docstring)."""
+
+    def __init__(self, cache=None, batch_tokens: int = 4096, max_batch: int = 256):
+        self.cache = cache or MemoryCache()  # anything with forward_get(keys) and forward_put(items)
+        self.batch_tokens, self.max_batch = batch_tokens, max_batch
+        self.rows_requested = 0  # sequences asked for, repeats included
+        self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
+        self.rows_cached = 0  # distinct sequences a cache answered
+        self.rows_sent = 0  # sequences sent through a model
+        self.batches = 0
+        self.oom_halvings = 0
+
+    def run(self, work: dict[Any, Any]) -> dict[Any, Any]:
+        """Drive every generator (or take every plain value) of ``work`` to its result: {key: result}."""
+        results, waiting = {}, {}
+        for key, item in work.items():
+            if inspect.isgenerator(item):
+                self._advance(key, item, None, results, waiting)
+            else:
+                results[key] = item
+        while waiting:
+            requests = list(waiting.values())
+            self.answer([request for _, request in requests])
+            current, waiting = waiting, {}
+            for key, (generator, request) in current.items():
+                self._advance(key, generator, request.answer, results, waiting)
+        return results
+
+    @staticmethod
+    def _advance(key, generator, value, results: dict, waiting: dict) -> None:
+        try:
+            request = generator.send(value)
+        except StopIteration as done:
+            results[key] = done.value
+            return
+        if not isinstance(request, Forward):
+            raise TypeError(f"an evaluation yielded {type(request).__name__}; it may yield Forward requests only")
+        waiting[key] = (generator, request)
+
+    def answer(self, requests: list[Forward]) -> None:
+        """Fill each request's ``answer``: cached outputs, and the rest from batched forward passes."""
+        keys = []
+        unique: dict[bytes, tuple] = {}
+        for request in requests:
+            adapter, readout = request.adapter, request.readout
+            dtype = str(adapter.dtype).replace("torch.", "")
+            request_keys = [forward_key(adapter.weights_sha256, dtype, readout.index, readout.contrast, row, ids)
+                            for ids, row in zip(request.sequences, request.rows)]
+            keys.append(request_keys)
+            for key, ids, row in zip(request_keys, request.sequences, request.rows):
+                unique.setdefault(key, (adapter, readout, ids, row))
+            self.rows_requested += len(request_keys)
+        known = self.cache.forward_get(unique)
+        missing = [(key, *unique[key]) for key in unique if key not in known]
+        self.rows_distinct += len(unique)
+        self.rows_cached += len(unique) - len(missing)
+        if missing:
+            computed = self._compute(missing)
+            self.cache.forward_put(computed)
+            known.update(computed)
+        for request, request_keys in zip(requests, keys):
+            request.answer = np.array([known[k] for k in request_keys], dtype=np.float64)
+
+    @torch.no_grad()
+    def _compute(self, items: list[tuple]) -> dict[bytes, float]:
+        """Outputs of (key, adapter, readout, ids, row) items: per model, length-sorted, token-budgeted batches."""
+        out = {}
+        by_model: dict[int, list[tuple]] = {}
+        for item in items:
+            by_model.setdefault(id(item[1]), []).append(item)
+        for group in by_model.values():
+            group.sort(key=lambda item: len(item[3]))
+            start = 0
+            while start < len(group):
+                end = start + 1
+                while (end < len(group) and end - start < self.max_batch
+                       and (end - start + 1) * len(group[end][3]) <= self.batch_tokens):
+                    end += 1
+                start = self._run_batch(group[start:end], out, start)
+        return out
+
+    def _run_batch(self, batch: list[tuple], out: dict, start: int) -> int:
+        adapter = batch[0][1]
+        try:
+            ids, mask = pad_ids([item[3] for item in batch], adapter.tokenizer.pad_token_id, adapter.device)
+            logits = adapter.row_logits([item[4] for item in batch], input_ids=ids, attention_mask=mask)
+        except torch.OutOfMemoryError:
+            if len(batch) == 1:
+                raise
+            torch.cuda.empty_cache()
+            self.oom_halvings += 1
+            self.max_batch = max(1, len(batch) // 2)
+            self.batch_tokens = max(len(batch[0][3]), self.batch_tokens // 2)
+            return start  # the caller packs a smaller batch from the same place
+        values = read(logits, [item[2] for item in batch])
+        out.update(zip((item[0] for item in batch), values.tolist()))
+        self.rows_sent += len(batch)
+        self.batches += 1
+        return start + len(batch)

@@ -1,0 +1,78 @@
+"""The batcher: answers equal direct forward passes, each distinct sequence is sent once, caches are reused,
+a CUDA out-of-memory halves the batch and the answers stay the same."""
+import numpy as np
+import pytest
+import torch
+
+from attrbench.ops.batching import Batcher, MemoryCache
+from attrbench.ops.perturb import Forward, Readout, target_probabilities
+
+
+def _requests(adapter, n=9):
+    ids = adapter.tokenizer("the keys to the cabinet are on the table")["input_ids"]
+    sequences = [tuple(ids[: len(ids) - k]) for k in range(n)]  # lengths differ: several batches
+    rows = [len(s) - 1 for s in sequences]
+    return sequences, rows
+
+
+def _generator(adapter, sequences, rows, readout):
+    first = yield Forward(adapter, readout, list(sequences), list(rows))
+    second = yield Forward(adapter, readout, list(sequences[::-1]), list(rows[::-1]))  # repeats of the first
+    return first, second
+
+
+@pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
+def test_answers_equal_direct_passes_and_each_sequence_is_sent_once(tiny_models, model):
+    adapter = tiny_models[(model, "float64")]
+    sequences, rows = _requests(adapter)
+    readout = Readout(3, 5)  # a contrast readout goes through the same path
+    direct = target_probabilities(adapter, readout, sequences, rows, batch_size=1)
+    batcher = Batcher(batch_tokens=20)  # a tiny budget: many length-sorted batches
+    results = batcher.run({k: _generator(adapter, sequences, rows, readout) for k in range(3)})
+    for first, second in results.values():
+        np.testing.assert_allclose(first, direct, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(second, direct[::-1], rtol=0, atol=1e-12)
+    assert batcher.rows_requested == 6 * len(sequences)
+    assert batcher.rows_sent == len(sequences)  # 3 generators x 2 requests, one distinct set
+    assert batcher.batches > 1 and all(len(s) * 1 <= 20 for s in sequences)
+
+
+def test_a_shared_cache_answers_a_second_batcher_without_passes(tiny_models):
+    adapter = tiny_models[("tiny-bert", "float32")]
+    sequences, rows = _requests(adapter, 5)
+    cache = MemoryCache()
+    first = Batcher(cache).run({0: _generator(adapter, sequences, rows, Readout(1))})
+    again = Batcher(cache)
+    second = again.run({0: _generator(adapter, sequences, rows, Readout(1))})
+    assert again.rows_sent == 0 and again.rows_cached == 2 * len(sequences)  # two rounds, all cached
+    np.testing.assert_array_equal(first[0][0], second[0][0])
+    other = Batcher(cache)  # another readout is another output: not served from the cache
+    other.run({0: _generator(adapter, sequences, rows, Readout(0))})
+    assert other.rows_sent == len(sequences)
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_the_answers(tiny_models, monkeypatch):
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    sequences, rows = _requests(adapter)
+    expected = target_probabilities(adapter, Readout(2), sequences, rows)
+    real = adapter.row_logits
+
+    def small_memory(rows, **inputs):
+        if len(rows) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(rows, **inputs)
+
+    monkeypatch.setattr(adapter, "row_logits", small_memory)
+    batcher = Batcher(batch_tokens=10_000)
+    result = batcher.run({0: _generator(adapter, sequences, rows, Readout(2))})
+    np.testing.assert_allclose(result[0][0], expected, rtol=0, atol=1e-12)
+    assert batcher.oom_halvings >= 1 and batcher.max_batch <= 2
+
+
+def test_plain_values_pass_through_and_other_yields_are_refused():
+    def bad():
+        yield "not a request"
+
+    assert Batcher().run({"a": 1.5}) == {"a": 1.5}
+    with pytest.raises(TypeError, match="Forward requests only"):
+        Batcher().run({"b": bad()})
