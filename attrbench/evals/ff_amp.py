@@ -37,6 +37,9 @@ class FFAmp(Analysis):
                 dec.maps[before].astype(np.float64))
             n = amp.shape[-1]
             i, j = np.nonzero(~np.eye(n, dtype=bool) & visible_cells(n, adapter.causal))
+            if len(i) == 0:  # a one-token text: no pair to amplify, so no value (counted as undefined)
+                top_cell.append(None)
+                continue
             top_cell.append(float(amp[:, i, j].max(-1).mean()))
             for layer in range(adapter.n_layers):
                 for a, b, v in zip(i, j, amp[layer, i, j]):

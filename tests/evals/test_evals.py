@@ -117,6 +117,19 @@ def test_analyses_run_on_every_architecture(tiny_models, model):
     assert all(0 < r["mean"] < 1 and len(r["per_layer"]) == adapter.n_layers for r in mixing.values())
 
 
+@pytest.mark.parametrize("model", ["tiny-bert", "tiny-gpt2"])
+def test_analyses_of_a_one_token_text_are_undefined_not_a_traceback(tiny_models, model, tmp_path):
+    """A decoder's Linzen prefix can be one token ("The"): no off-diagonal pair to amplify or mix."""
+    adapter = tiny_models[(model, "float32")]
+    path = tmp_path / "short.jsonl"
+    path.write_text('{"text": "dogs", "target": "auto"}\n{"text": "the keys to the cabinet", "target": "auto"}\n')
+    records = evaluate(adapter, [], ANALYSES, str(path), n=2, progress=False)
+    assert {r["eval"] for r in records} == set(ANALYSES)
+    ff_amp = next(r for r in records if r["eval"] == "ff_amp")
+    assert ff_amp["n"] + ff_amp["n_undefined"] == 2 and ff_amp["n"] >= 1
+    assert all(r["mean"] is None or np.isfinite(r["mean"]) for r in records)
+
+
 def test_mixing_ratio_and_res_ff_norms_by_hand(tiny_models):
     from attrbench.decompose import decompose
 
