@@ -25,7 +25,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InputError
 from ..ops.environment import library_versions
-from ..ops.stats import RESAMPLES, summary, with_intervals
+from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
 from ..plugin.method import Method
 from ..registry import EVALS
 from .config import parse_budget
@@ -70,26 +70,29 @@ class Pipeline:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction."""
         started = time.monotonic() if started is None else started
-        per_suite = self.jobs(plans)
-        queue = [job for round_ in _round_robin(per_suite) for job in round_]
+        queue = _schedule(plans, self.jobs(plans), self.shard_size)
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
         seconds: dict[int, list[float]] = {}
         state = {"stopped": False, "last": time.monotonic()}
 
         def feed() -> Iterator[tuple[SuitePlan, Job]]:
             for job in queue:
-                typical = sorted(seconds.get(job.suite, [0.0]))[len(seconds.get(job.suite, [0.0])) // 2]
+                kind = (job.suite, job.analysis is not None)
+                typical = sorted(seconds.get(kind, [0.0]))[len(seconds.get(kind, [0.0])) // 2]
                 if budget is not None and time.monotonic() - started + typical > budget:
                     state["stopped"] = True
                     return
                 yield plans[job.suite], job
 
         totals = {"jobs": 0, "rows": 0, "model_rows": 0, "distinct_rows": 0, "cached_rows": 0, "attributions": 0}
-        bar = tqdm(total=sum(job.size() for job in queue), desc="rows", unit="row", disable=not self.options.progress)
+        # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
+        bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
+                   desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
+                   disable=not self.options.progress)
         for plan, job, rows, counts in executor.map(feed(), self.context):
             self.store.put(rows)
             now = time.monotonic()
-            seconds.setdefault(plan.index, []).append(now - state["last"])
+            seconds.setdefault((plan.index, job.analysis is not None), []).append(now - state["last"])
             state["last"] = now
             totals["jobs"] += 1
             for key in ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions"):
@@ -110,6 +113,20 @@ class Pipeline:
         plans = self.plan(suites)
         self.execute(plans, executor)
         return self.collect(plans)
+
+
+def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]], shard_size: int) -> list[Job]:
+    """The order of a run's jobs: scoring shards round-robin across suites, so all cells grow together, and
+    the analyses of the model once every suite has the examples its ranking needs (``minimum_n`` of its
+    methods): ranks come first within a budget, the analyses (which rank nothing) next, then more examples."""
+    scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
+    analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]
+    rounds = list(_round_robin(scoring))
+    needed = max((minimum_n(max(len(methods) for _, methods in plan.scoring)) for plan in plans if plan.scoring),
+                 default=0)
+    first = min(len(rounds), -(-needed // max(1, shard_size)))
+    return [job for round_ in rounds[:first] for job in round_] + analyses + \
+        [job for round_ in rounds[first:] for job in round_]
 
 
 def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:
@@ -293,9 +310,10 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
              n: Optional[int] = 500, seed: int = 0, split: Optional[str] = None, rank: Optional[str] = None,
              data_dir=None, options: Optional[RunOptions] = None, progress: Optional[bool] = None,
              method_params: Optional[dict] = None, eval_params: Optional[dict] = None,
-             dataset_params: Optional[dict] = None) -> list[dict]:
+             dataset_params: Optional[dict] = None, extra_methods: Sequence[Method] = ()) -> list[dict]:
     """Run evaluations on a seeded sample of a dataset (``attrbench eval``); every check is made before
-    any work starts. ``rank`` sets the Spearman convention of the evaluations that have one."""
+    any work starts. ``rank`` sets the Spearman convention of the evaluations that have one;
+    ``extra_methods``: methods that are not registered (a notebook's), named in ``method_names``."""
     for kind, params, names in (("evaluation", eval_params, eval_names), ("method", method_params, method_names)):
         unused = [name for name in params or {} if name not in names and names not in ("all", ["all"])]
         if unused:
@@ -305,6 +323,8 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
                                               progress=progress)
     pipeline = Pipeline(options, seed=seed, data_dir=data_dir, shard_size=1_000_000)
     pipeline.add_adapter(adapter)
+    for method in extra_methods:
+        pipeline.add_method(method)
     return pipeline.records([Suite(adapter.name, dataset, tuple(eval_names), method_names if isinstance(
         method_names, str) else tuple(method_names), n, split, method_params=method_params or {},
         eval_params=eval_params or {}, dataset_params=dataset_params or {},
