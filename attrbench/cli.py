@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sqlite3
 import sys
 import time
 from pathlib import Path
@@ -12,13 +13,14 @@ import numpy as np
 import pandas as pd
 import transformers
 
+from .api import attribute, load_run
 from .decompose import FF_ATTRIBUTIONS, decompose
 from .errors import AttrbenchError, InputError, one_line
 from .models import list_models, load_model, supported_architectures
 from .models.training.tasks import TASK_MODELS, retrain, task_model_folder, training_record
 from .registry import DATASETS, EVALS, METHODS
 from .report import write_report
-from .report.plot import plot_maps, plot_scores
+from .report.plot import plot_maps
 from .runtime.config import read_config
 from .runtime.executors import LocalExecutor, RayExecutor
 from .runtime.options import DTYPES, RunOptions
@@ -185,13 +187,8 @@ def cmd_decompose(args) -> None:
 def cmd_attribute(args) -> None:
     _quiet_transformers()
     methods = [METHODS.get(name) for name in _csv(args.method) or []]
-    if not methods:
-        raise InputError(f"no method given; known: {', '.join(METHODS.names())}")
     for method in methods:
-        if method.output != "scores":
-            raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
-                             f"`attrbench decompose --scopes {method.name}`")
-        if args.ff_attribution != "ig" and "ff_attribution" not in method.params:
+        if args.ff_attribution != "ig" and "ff_attribution" not in method.params and method.output == "scores":
             raise InputError(f"'{method.name}' does not go through the FF block, so it has no FF split to choose")
     method_params, eval_params, dataset_params = _plugin_params(args.param)
     unused = (set(method_params) - {m.name for m in methods}) | set(eval_params) | set(dataset_params)
@@ -199,15 +196,15 @@ def cmd_attribute(args) -> None:
         raise InputError(f"--param names {', '.join(sorted(unused))}, which is not among --method "
                          f"{','.join(m.name for m in methods)}")
     options = {"value_bias": args.value_bias, "ff_attribution": args.ff_attribution}
-    methods = [m.with_params(**{k: v for k, v in options.items() if k in m.params} | method_params.get(m.name, {}))
-               for m in methods]
-    options = run_options(args)
-    adapter = load_model(args.model, dtype=options.dtype, device=options.device)
-    results = [method(adapter, [args.text], target=args.target, truncate=args.truncate)[0] for method in methods]
+    params = {m.name: {k: v for k, v in options.items() if k in m.params} | method_params.get(m.name, {})
+              for m in methods}
+    run = run_options(args)
+    attributions = attribute(args.model, args.text, methods, target=args.target, params=params, dtype=run.dtype,
+                             device=run.device, truncate=args.truncate)
+    results = list(attributions.results[0].values())
     tokens = results[0].tokens
     if args.plot:
-        plot_scores(tokens, {r.method: r.values for r in results}, args.plot,
-                    title=f"{adapter.name}, target {results[0].meta.get('target')} (row {results[0].meta.get('row')})")
+        attributions.plot(0, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if args.json:
         payload = [r.to_json() for r in results]
@@ -215,7 +212,7 @@ def cmd_attribute(args) -> None:
         return
 
     table = pd.DataFrame({r.method: r.values for r in results}, index=tokens)
-    print(f"model {adapter.name}  target {results[0].meta.get('target')}  explained row "
+    print(f"model {attributions.model}  target {results[0].meta.get('target')}  explained row "
           f"{results[0].meta.get('row')} ({tokens[results[0].meta.get('row', 0)]})")
     print(table.round(4).to_string())
 
@@ -318,11 +315,18 @@ def cmd_run(args) -> None:
 
 def cmd_report(args) -> None:
     paths = write_report(args.run_dir)
+    if args.export:  # one row per (model, dataset, eval, metric, method, example), for one's own analysis
+        paths["results"] = Path(args.run_dir) / "results.parquet"
+        partial = paths["results"].with_suffix(".partial")
+        load_run(args.run_dir).results.to_parquet(partial, index=False)
+        partial.replace(paths["results"])
     if args.json:
         print(json.dumps({k: str(v) for k, v in paths.items()}))
         return
     print(f"leaderboard: {paths['leaderboard']} ({paths['tables']} tables)\nreport:      {paths['html']} "
           f"({paths['figures']} figures)")
+    if args.export:
+        print(f"results:     {paths['results']}")
 
 
 def cmd_score(args) -> None:
@@ -449,6 +453,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="(re)write leaderboard.md and report.html of a run folder")
     p.add_argument("run_dir")
+    p.add_argument("--export", choices=["parquet"], help="also write results.parquet: one row per model, dataset, "
+                                                        "evaluation, metric, method and example")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)
 
@@ -477,6 +483,13 @@ def main(argv: list[str] | None = None) -> int:
         args.func(args)
     except AttrbenchError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # a run's store keeps whole shards only (one transaction each)
+        print("interrupted: every finished shard is stored; the same command continues from there", file=sys.stderr)
+        return 130
+    except (OSError, sqlite3.Error) as err:  # a full disk, a folder that cannot be written
+        print(f"error: {one_line(str(err))}; a run keeps only whole shards, so free the space (or fix the folder) "
+              "and rerun the same command to continue", file=sys.stderr)
         return 2
     return 0
 

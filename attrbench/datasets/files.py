@@ -1,4 +1,4 @@
-"""Your own data: a JSONL, CSV or TSV file as a dataset (``--dataset PATH``).
+"""Your own data: a JSONL, CSV, TSV or parquet file as a dataset (``--dataset PATH``).
 
 Each row is one example, in one of two layouts (other fields are ignored):
 
@@ -35,7 +35,7 @@ from .base import Dataset, Example
 from .text import json_lines, read_text
 
 DELIMITERS = {".csv": ",", ".tsv": "\t"}
-SUFFIXES = (".jsonl", ".csv", ".tsv")
+SUFFIXES = (".jsonl", ".csv", ".tsv", ".parquet")
 TARGETS = {"text": "text rows: as each row gives it (label or target)",
            "minimal pairs": "minimal pairs: logit(good) - logit(bad) at the differing word"}
 HEADS = {"classifier": "a sequence classifier", "token_classifier": "a token-classification probe",
@@ -51,7 +51,9 @@ def looks_like_file(name: str) -> bool:
 def read_rows(path: Path) -> list[tuple[int, dict]]:
     """(line, fields) per row; JSONL values keep their JSON types, CSV/TSV values are strings."""
     rows = []
-    if path.suffix.lower() == ".jsonl":
+    if path.suffix.lower() == ".parquet":
+        rows = _parquet_rows(path)
+    elif path.suffix.lower() == ".jsonl":
         for line_no, obj in json_lines(path):
             if not isinstance(obj, dict):
                 raise InputError(f"{path} line {line_no}: each line must be a JSON object such as "
@@ -87,6 +89,22 @@ def read_rows(path: Path) -> list[tuple[int, dict]]:
         raise InputError(f"{path} has no rows; each row needs text (with label or target) or "
                          "sentence_good and sentence_bad")
     return rows
+
+
+def _parquet_rows(path: Path) -> list[tuple[int, dict]]:
+    """(row number from 1, fields) of a parquet file, values as Python types (a missing value is left out)."""
+    import pyarrow.parquet as pq  # heavy: only for parquet files
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # pyarrow raises several types for a damaged or foreign file
+        raise InputError(f"{path} is not a readable parquet file ({type(err).__name__}: "
+                         f"{str(err).splitlines()[0] if str(err) else 'no detail'})") from None
+    names = table.column_names
+    duplicated = sorted({n for n in names if names.count(n) > 1})
+    if duplicated:
+        raise InputError(f"{path}: column {duplicated[0]!r} appears twice")
+    return [(k + 1, {str(key): v for key, v in row.items() if v is not None})
+            for k, row in enumerate(table.to_pylist())]
 
 
 class FileDataset(Dataset):

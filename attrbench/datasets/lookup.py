@@ -33,13 +33,13 @@ def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=No
 
 
 def dataset_plugin(name: str) -> Dataset:
-    """A registered dataset by name, or a local .jsonl/.csv/.tsv file (``attrbench.datasets.files``) by path."""
+    """A registered dataset by name, or a local .jsonl/.csv/.tsv/.parquet file (``attrbench.datasets.files``) by path."""
     if name in DATASETS.names():
         return DATASETS.get(name)
     if looks_like_file(name):
         return FileDataset(name)
     raise InputError(f"unknown dataset '{name}'; registered: {', '.join(DATASETS.names())}; or give the path of "
-                     "a .jsonl, .csv or .tsv file (see README, \"Your own data\")")
+                     "a .jsonl, .csv, .tsv or .parquet file (see README, \"Your own data\")")
 
 
 def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example]:

@@ -6,6 +6,7 @@ from typing import Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
+from matplotlib.figure import Figure
 
 from ..decompose import Decomposition
 from ..errors import InputError
@@ -59,11 +60,16 @@ def save_figure(fig, path: str | Path, title: str) -> Path:
 
 def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str | Path,
                 title: str | None = None) -> Path:
-    """Token-saliency strips, one row per method (each row scaled to its own maximum |score|)."""
+    """Token-saliency strips, one row per method (each row scaled to its own maximum |score|), saved to ``path``."""
+    return save_figure(scores_figure(tokens, scores), path, title or "input attributions")
+
+
+def scores_figure(tokens: Sequence[str], scores: dict[str, np.ndarray], title: str | None = None):
+    """The figure of :func:`plot_scores`, not saved (a notebook shows it)."""
     labels = [t.replace("Ġ", "_") for t in tokens]
     names = list(scores)
-    fig, axes = plt.subplots(len(names), 1, figsize=(max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9),
-                             squeeze=False)
+    fig = Figure(figsize=(max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9))  # not pyplot's: a
+    axes = fig.subplots(len(names), 1, squeeze=False)  # notebook shows the returned figure once, nothing stays open
     for ax, name in zip(axes[:, 0], names):
         values = np.asarray(scores[name], dtype=float)
         scale = float(np.abs(values).max()) or 1.0
@@ -74,4 +80,7 @@ def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str 
         ax.set_yticks([0], [name], fontsize=8)
         ax.set_xticks([])
     axes[-1, 0].set_xticks(range(len(tokens)), labels, rotation=60, fontsize=8)
-    return save_figure(fig, path, title or "input attributions")
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    return fig

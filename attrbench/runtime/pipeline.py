@@ -35,7 +35,7 @@ from .external import Precomputed, read_attributions
 from .options import RunOptions
 from .plan import SHARED, Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite, row_key
 from .provenance import model_provenance
-from .store import Store, StoreError
+from .store import Store, StoreError, writer_lock
 
 
 class Pipeline:
@@ -84,7 +84,9 @@ class Pipeline:
                     return
                 yield plans[job.suite], job
 
-        totals = {"jobs": 0, "rows": 0, "model_rows": 0, "distinct_rows": 0, "cached_rows": 0, "attributions": 0}
+        keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
+                "forward_seconds", "attribution_seconds")
+        totals = {"jobs": 0, **dict.fromkeys(keys, 0)}
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
@@ -95,7 +97,7 @@ class Pipeline:
             seconds.setdefault((plan.index, job.analysis is not None), []).append(now - state["last"])
             state["last"] = now
             totals["jobs"] += 1
-            for key in ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions"):
+            for key in keys:
                 totals[key] += counts.get(key, 0)
             bar.update(job.size())
         bar.close()
@@ -218,6 +220,11 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, options: O
     started = time.monotonic()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with writer_lock(run_dir):
+        return _run_locked(config, run_dir, executor, options, progress, budget, extend, started)
+
+
+def _run_locked(config, run_dir: Path, executor, options, progress, budget, extend, started: float) -> dict:
     if extend is not None:
         _extend_from(Path(extend), run_dir)
     budget = parse_budget(budget if budget is not None else config.get("budget"))

@@ -1,0 +1,135 @@
+"""The Python API: the same results as the CLI, pandas out, saliency in HTML, DataFrames and parquet in, a
+notebook's own method in every entry point, and the CLI's one-line errors for bad input."""
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import attrbench
+from attrbench.cli import main
+from attrbench.errors import InputError
+from attrbench.plugin import Method, MethodResult
+from attrbench.registry import METHODS
+
+
+def test_attribute_equals_the_cli_and_shows_itself(capsys):
+    a = attrbench.attribute("tiny-bert", ["the keys to the cabinet", "dogs run"], "alti,grad_l2", target="auto")
+    assert a.methods == ["alti", "grad_l2"] and len(a.texts) == 2
+    assert main(["attribute", "--model", "tiny-bert", "--method", "alti,grad_l2", "--text", "dogs run", "--json"]) == 0
+    cli = json.loads(capsys.readouterr().out)
+    for entry in cli:
+        assert np.array_equal(a.scores(1)[entry["method"]], np.array(entry["scores"]))
+    frame = a.to_pandas()
+    assert len(frame) == 2 * (len(a.tokens(0)) + len(a.tokens(1)))
+    assert set(frame.columns) >= {"text_index", "method", "position", "token", "score", "target", "explains"}
+    assert frame.groupby(["text_index", "method"]).score.count().min() >= 4
+    page = a._repr_html_()
+    assert page.count("class='saliency'") == len(frame) and "grad_l2" in page
+    figure = a.plot(0)
+    assert len(figure.axes) == 2
+
+
+def test_evaluate_takes_a_dataframe_with_a_column_mapping_and_equals_the_file(tmp_path):
+    rows = [{"sentence": "the keys to the cabinet", "goal": "auto"}, {"sentence": "dogs run fast", "goal": "next"},
+            {"sentence": "the author of the books", "goal": "auto"}]
+    frame = pd.DataFrame(rows)
+    from_frame = attrbench.evaluate("tiny-gpt2", ["alti", "grad_l2"], "erasure_aopc", frame,
+                                    columns={"sentence": "text", "goal": "target"}, n=3, progress=False)
+    path = tmp_path / "mine.jsonl"
+    path.write_text("".join(json.dumps({"text": r["sentence"], "target": r["goal"]}) + "\n" for r in rows))
+    from_file = attrbench.evaluate("tiny-gpt2", ["alti", "grad_l2"], "erasure_aopc", str(path), n=3, progress=False)
+    a = from_frame.summary.set_index(["method", "metric"])["mean"]
+    b = from_file.summary.set_index(["method", "metric"])["mean"]
+    assert a.to_dict() == pytest.approx(b.to_dict(), abs=1e-12)
+    assert len(from_frame.results) == 2 * 2 * 3  # methods x metrics x examples
+    parquet = tmp_path / "mine.parquet"  # and the same rows as a parquet file on the CLI
+    frame.rename(columns={"sentence": "text", "goal": "target"}).to_parquet(parquet)
+    via_parquet = attrbench.evaluate("tiny-gpt2", ["alti", "grad_l2"], "erasure_aopc", str(parquet), n=3,
+                                     progress=False)
+    assert via_parquet.summary.set_index(["method", "metric"])["mean"].to_dict() == pytest.approx(b.to_dict(),
+                                                                                                 abs=1e-12)
+
+
+def test_bad_input_raises_the_clis_one_line_errors(tmp_path):
+    cases = [
+        (lambda: attrbench.attribute("tiny-bert", "dogs run", "nope"), "unknown method"),
+        (lambda: attrbench.attribute("tiny-bert", "dogs run", "alti", target="class:7"), "language model"),
+        (lambda: attrbench.attribute("tiny-bert", "   ", "alti"), "empty"),
+        (lambda: attrbench.attribute("tiny-bert", [], "alti"), "no text"),
+        (lambda: attrbench.attribute("tiny-bert", "dogs run", "atb"), "token-to-token maps"),
+        (lambda: attrbench.attribute("tiny-bert", ["a", "b"], "alti", target=["auto"]), "1 targets for 2 texts"),
+        (lambda: attrbench.evaluate("tiny-bert", "alti", "erasure_aopc", pd.DataFrame({"s": ["a b"]}),
+                                    columns={"sentence": "text"}), "not a column"),
+        (lambda: attrbench.evaluate("tiny-bert", "alti", "erasure_aopc", 42), "pandas DataFrame"),
+        (lambda: attrbench.evaluate("tiny-bert", "alti", "nope", "sva-generated"), "unknown evaluation"),
+        (lambda: attrbench.load_run(tmp_path), "not a run folder"),
+    ]
+    for call, words in cases:
+        with pytest.raises(InputError) as err:
+            call()
+        message = str(err.value)
+        assert words in message and "\n" not in message, message
+
+
+class Halves(Method):
+    """A notebook's method: 1 on the first half of the tokens, 0 on the rest."""
+
+    name, family, output = "halves", "notebook", "scores"
+    description = "first half of the tokens"
+    params = {}
+
+    def run(self, adapter, texts, *, targets, layers, truncate):
+        out = []
+        for text in texts:
+            ids = adapter.tokenizer(text)["input_ids"]
+            values = (np.arange(len(ids)) < len(ids) / 2).astype(np.float64)
+            out.append(MethodResult(self.name, adapter.name, adapter.tokenizer.convert_ids_to_tokens(ids), values,
+                                    None))
+        return out
+
+
+def test_a_notebook_method_works_everywhere_and_reaches_the_leaderboard(tmp_path):
+    attrbench.register(Halves)
+    try:
+        assert attrbench.attribute("tiny-gpt2", "the keys to the", "halves").scores()["halves"].tolist() == \
+            [1.0, 1.0, 0.0, 0.0]
+        unregistered = Halves()  # an instance works without registering, in attribute and evaluate
+        unregistered.name = "halves_local"
+        scores = attrbench.evaluate("tiny-gpt2", [unregistered, "alti"], "erasure_aopc", "sva-generated", n=3,
+                                    progress=False)
+        assert set(scores.summary.method) == {"halves_local", "alti"}
+        config = {"name": "nb", "seed": 0, "shard_size": 2, "suite": [
+            {"model": "tiny-gpt2", "dataset": "sva-generated", "n": 4, "methods": ["halves", "alti"],
+             "evals": ["erasure_aopc", "timing"]}]}
+        run = attrbench.run(config, tmp_path / "nb", progress=False)
+        assert "halves" in set(run.results.method)
+        board = next(frame for title, frame in run.leaderboard.items() if "erasure" in title.lower())
+        assert "halves" in set(board.method)
+        assert "halves" in (tmp_path / "nb" / "leaderboard.md").read_text()
+    finally:
+        METHODS.remove("halves")
+
+
+def test_load_run_results_equal_the_leaderboards_means(tmp_path):
+    config = {"name": "tiny", "seed": 1, "shard_size": 2, "suite": [
+        {"model": "tiny-bert", "dataset": "sva-generated", "n": 5, "methods": ["alti", "grad_l2", "blank_out"],
+         "evals": ["erasure_aopc", "faithfulness_corr"]}]}
+    run = attrbench.run(config, tmp_path / "tiny", progress=False, report=False)
+    loaded = attrbench.load_run(tmp_path / "tiny")
+    means = loaded.results.groupby(["eval", "metric", "method"]).value.mean()
+    for record in loaded.records:
+        if record.get("mean") is not None:
+            assert means[(record["eval"], record["metric"], record["method"])] == pytest.approx(record["mean"])
+    for title, frame in loaded.leaderboard.items():  # every cell starts with the mean the results give
+        for column in [c for c in frame.columns if c.endswith(("↑", "↓"))]:
+            metric = column[:-2]
+            eval_name = next(r["eval"] for r in loaded.records if r["metric"] == metric)
+            for method, cell in zip(frame.method, frame[column]):
+                assert cell.startswith(f"{means[(eval_name, metric, method)]:.3f}"), (title, method, cell)
+    assert run.statistics and loaded.statistics.keys() == run.statistics.keys()
+    paths = loaded.report()
+    assert paths["leaderboard"].is_file()
+    assert main(["report", str(tmp_path / "tiny"), "--export", "parquet", "--json"]) == 0
+    exported = pd.read_parquet(tmp_path / "tiny" / "results.parquet")
+    pd.testing.assert_frame_equal(exported, loaded.results.reset_index(drop=True))
