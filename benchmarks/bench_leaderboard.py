@@ -1,117 +1,124 @@
-"""Where a leaderboard run's time goes: seconds per example per (model, evaluation, method), and totals.
+"""Where a leaderboard's time goes, against a measured floor: per suite, distinct model inputs vs inputs sent,
+forward seconds vs the floor, attribution seconds per method, end to end; and the cost of adding a method.
 
-    python benchmarks/bench_leaderboard.py RUN_DIR [RUN_DIR ...] [--json OUT.json] [--top 15]
-    python benchmarks/bench_leaderboard.py --run [CONFIG] --out DIR [--scale F] [--json OUT.json]
+    python benchmarks/bench_leaderboard.py [CONFIG] [--n 4] [--add METHOD] [--out DIR] [--json OUT.json]
 
-The first form reads finished run folders (their ``store.sqlite``: every unit's wall seconds and the
-examples it covered); the second runs a config first (default: the shipped default leaderboard)
-into ``DIR``. A unit's seconds include the attributions it was the first to need: the run context
-memoises them, so the evaluation that runs first for a method pays for them, and the rest reuse
-them. Timing units measure themselves and are listed like the others.
+Each suite of CONFIG (default: the shipped default) runs alone on its first ``--n`` examples, scoring
+evaluations only (the analyses rank nothing), from an empty folder. Printed per suite:
 
-``--scale F`` runs the config with every suite's n multiplied by F (at least 1 example) and adds an
-``extrapolated`` table: each (model, dataset, evaluation)'s seconds times the config's n over the n
-it ran, i.e. what the config would take at its own size if every example cost what the sampled
-ones did. It is an estimate (fixed costs such as the first call of a method are scaled too).
+- ``requested``: model inputs the metrics asked for (repeats across methods and metrics included);
+  ``distinct``: the distinct ones; ``sent``: those that went through the model (0 repeats: ``sent = distinct``);
+- ``forward s``: seconds in the model's forward passes; ``floor s``: distinct inputs divided by the rate
+  measured here for this model on the suite's own texts in full batches (the best batching can do);
+- ``attribution s``: the methods' own measured seconds (each first call, a warm-up, not counted);
+- ``end-to-end s`` and its ratio to ``attribution s + floor s``.
+
+``--add METHOD`` then runs the suite without METHOD in another folder, adds it, and prints the seconds of
+the addition beside those of the whole run (before this engine, adding a method recomputed everything).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from attrbench.runtime.config import read_config, run_leaderboard  # noqa: E402
-from attrbench.runtime.store import Store  # noqa: E402
+from attrbench.datasets.lookup import examples_for, sample  # noqa: E402
+from attrbench.models import load_model  # noqa: E402
+from attrbench.ops.batching import Batcher  # noqa: E402
+from attrbench.ops.perturb import Forward, Readout  # noqa: E402
+from attrbench.ops.targets import resolve_text  # noqa: E402
+from attrbench.registry import EVALS, METHODS  # noqa: E402
+from attrbench.runtime.config import read_config  # noqa: E402
+from attrbench.runtime.pipeline import run_leaderboard  # noqa: E402
 
 
-def unit_rows(run_dir: Path) -> list[dict]:
-    store = Store(run_dir / "store.sqlite")
-    try:
-        planned = set(store.meta("planned") or [])
-        rows = []
-        for unit in store.units():
-            if planned and unit["key"] not in planned:
-                continue
-            ids = {i for r in unit["records"] for i in r.get("example_ids", [])}
-            rows.append({"run": run_dir.name, "model": unit["model"], "dataset": unit["dataset"],
-                         "eval": unit["eval"], "method": unit["method"], "seconds": unit["seconds"],
-                         "examples": len(ids), "ids": ids})
-        return rows
-    finally:
-        store.close()
+def scoring_suite(entry: dict, n: int) -> dict:
+    """The suite on its first n examples, with its scoring evaluations only and every registered method."""
+    suite = copy.deepcopy(entry)
+    suite["n"] = n
+    suite["evals"] = [e for e in suite["evals"] if EVALS.get(e).needs_methods]
+    suite.pop("eval_n", None)
+    return suite
 
 
-def summarise(rows: list[dict], top: int) -> dict:
-    frame = pd.DataFrame(rows)
-    by_eval = frame.groupby(["run", "model", "dataset", "eval"]).agg(
-        units=("seconds", "size"), seconds=("seconds", "sum"),
-        examples=("ids", lambda sets: len(set().union(*sets)))).reset_index()
-    scored = frame[frame["method"] != "-"]
-    per_method = scored.groupby(["run", "model", "eval", "method"]).agg(
-        seconds=("seconds", "sum"), examples=("examples", "sum")).reset_index()
-    per_method["s_per_example"] = per_method["seconds"] / per_method["examples"].clip(lower=1)
-    totals = frame.groupby(["run"]).agg(units=("seconds", "size"), seconds=("seconds", "sum")).reset_index()
-    return {"by_eval": by_eval.sort_values("seconds", ascending=False),
-            "slowest": per_method.sort_values("seconds", ascending=False).head(top),
-            "by_model": frame.groupby(["run", "model"])["seconds"].sum().reset_index(),
-            "totals": totals}
+def floor_rate(model: str, dataset: str, n: int, seed: int) -> float:
+    """Texts per second this model scores in full, distinct, length-sorted batches of the suite's own texts and
+    their prefixes (the lengths perturbation produces)."""
+    adapter = load_model(model)
+    examples = sample(examples_for(adapter, dataset)[0], max(n, 8), seed)
+    requests = []
+    for example in examples:
+        ids = adapter.tokenizer(example.text)["input_ids"]
+        resolved = resolve_text(adapter, ids, example.target)
+        if resolved.index is None:
+            continue
+        sequences = [tuple(ids[:k]) + tuple(ids[len(ids) - 1:]) for k in range(1, len(ids))]  # distinct lengths
+        requests.append(Forward(adapter, Readout.of(resolved), sequences, [len(s) - 1 for s in sequences]))
+    batcher = Batcher()
+    batcher.answer(requests[:1])  # warm-up
+    batcher = Batcher()
+    start = time.perf_counter()
+    batcher.answer(requests)
+    return batcher.rows_sent / (time.perf_counter() - start)
 
 
-def extrapolate(by_eval: pd.DataFrame, full_n: dict) -> pd.DataFrame:
-    """Each (model, dataset, evaluation)'s seconds scaled from the examples it ran to the config's n."""
-    frame = by_eval.copy()
-    frame["config_n"] = [full_n.get((m, d, e), n) for m, d, e, n in
-                         zip(frame["model"], frame["dataset"], frame["eval"], frame["examples"])]
-    frame["estimated_seconds"] = frame["seconds"] * frame["config_n"] / frame["examples"].clip(lower=1)
-    total = pd.DataFrame([{"model": "all", "dataset": "", "eval": "total", "seconds": frame["seconds"].sum(),
-                           "estimated_seconds": frame["estimated_seconds"].sum()}])
-    columns = ["model", "dataset", "eval", "examples", "config_n", "seconds", "estimated_seconds"]
-    return pd.concat([frame.sort_values("estimated_seconds", ascending=False)[columns], total], ignore_index=True)
+def run_suite(config: dict, suite: dict, folder: Path) -> dict:
+    one = {**{k: v for k, v in config.items() if k not in ("suite", "budget")}, "suite": [suite]}
+    start = time.perf_counter()
+    summary = run_leaderboard(one, folder, progress=False)
+    summary["end_to_end"] = time.perf_counter() - start
+    return summary
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("run_dirs", nargs="*", help="finished run folders")
-    parser.add_argument("--run", nargs="?", const="", metavar="CONFIG", help="run this config first (default: default)")
-    parser.add_argument("--out", default="bench-runs", help="parent folder for --run")
-    parser.add_argument("--json", help="also write the tables as JSON here")
-    parser.add_argument("--top", type=int, default=15, help="how many of the slowest (evaluation, method) pairs")
-    parser.add_argument("--scale", type=float, help="with --run: run every suite at n x SCALE and extrapolate")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("config", nargs="?", default="default")
+    parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--add", default="decompx", help="the method added to a finished run (default decompx)")
+    parser.add_argument("--out", default="bench-leaderboard")
+    parser.add_argument("--json")
     args = parser.parse_args()
-    run_dirs = [Path(d) for d in args.run_dirs]
-    full_n = {}
-    if args.run is not None:
-        config = read_config(args.run or None)
-        if args.scale:
-            for entry in config["suite"]:
-                for name in entry["evals"]:
-                    full_n[(entry["model"], entry["dataset"], name)] = entry["n"]
-                entry["n"] = max(1, round(entry["n"] * args.scale))
-            config["name"] += f"-x{args.scale:g}"
-        run_dir = Path(args.out) / config["name"]
-        run_leaderboard(config, run_dir, progress=True)
-        run_dirs.append(run_dir)
-    if not run_dirs:
-        parser.error("give run folders, or --run [CONFIG]")
-    rows = [row for d in run_dirs for row in unit_rows(d)]
-    tables = summarise(rows, args.top)
-    if full_n:
-        tables["extrapolated"] = extrapolate(tables["by_eval"], full_n)
-    print("(a unit's seconds include the attributions and shared work, e.g. NAOPC's bounds, it was the first "
-          "to need)")
-    with pd.option_context("display.width", 200, "display.max_rows", 200):
-        for name, frame in tables.items():
-            print(f"\n== {name}")
-            print(frame.round(3).to_string(index=False))
+    config = read_config(args.config)
+    out = Path(args.out)
+    rows, additions = [], []
+    for k, entry in enumerate(config["suite"]):
+        suite = scoring_suite(entry, args.n)
+        summary = run_suite(config, suite, out / f"suite{k}")
+        rate = floor_rate(suite["model"], suite["dataset"], args.n, config["seed"])
+        floor = summary["distinct_rows"] / rate
+        rows.append({"suite": f"{suite['model']} · {suite['dataset']}", "n": args.n,
+                     "methods": len(METHODS.names()), "requested": summary["requested_rows"],
+                     "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
+                     "texts/s floor": round(rate, 1), "forward s": round(summary["forward_seconds"], 1),
+                     "floor s": round(floor, 1), "attribution s": round(summary["attribution_seconds"], 1),
+                     "end-to-end s": round(summary["end_to_end"], 1),
+                     "× (attribution + floor)": round(summary["end_to_end"] / (summary["attribution_seconds"]
+                                                                                + floor), 2)})
+        print(pd.DataFrame(rows[-1:]).to_string(index=False), flush=True)
+        if args.add and k == 0:
+            without = copy.deepcopy(suite)
+            without["methods"] = [m for m in METHODS.names() if m != args.add]
+            without.pop("exclude_methods", None)
+            run_suite(config, without, out / f"suite{k}-add")
+            added = run_suite(config, suite, out / f"suite{k}-add")
+            additions.append({"suite": rows[-1]["suite"], "method added": args.add, "n": args.n,
+                              "whole run s": rows[-1]["end-to-end s"], "addition s": round(added["end_to_end"], 1),
+                              "rows computed": added["rows"], "model inputs sent": added["model_rows"],
+                              "attributions": added["attributions"]})
+            print(pd.DataFrame(additions).to_string(index=False), flush=True)
+    print("\n" + pd.DataFrame(rows).to_string(index=False))
+    if additions:
+        print("\n" + pd.DataFrame(additions).to_string(index=False))
     if args.json:
-        Path(args.json).write_text(json.dumps({k: v.to_dict(orient="records") for k, v in tables.items()}, indent=1))
-    return 0
+        Path(args.json).write_text(json.dumps({"suites": rows, "additions": additions}, indent=1))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import struct
+import time
 from typing import Any, Optional
 
 import numpy as np
@@ -56,6 +57,7 @@ class Batcher:
         self.rows_sent = 0  # sequences sent through a model
         self.batches = 0
         self.oom_halvings = 0
+        self.forward_seconds = 0.0  # wall seconds inside the model's forward passes (synchronised on CUDA)
 
     def run(self, work: dict[Any, Any]) -> dict[Any, Any]:
         """Drive every generator (or take every plain value) of ``work`` to its result: {key: result}."""
@@ -128,6 +130,7 @@ class Batcher:
 
     def _run_batch(self, batch: list[tuple], out: dict, start: int) -> int:
         adapter = batch[0][1]
+        began = time.perf_counter()
         try:
             ids, mask = pad_ids([item[3] for item in batch], adapter.tokenizer.pad_token_id, adapter.device)
             logits = adapter.row_logits([item[4] for item in batch], input_ids=ids, attention_mask=mask)
@@ -139,7 +142,8 @@ class Batcher:
             self.max_batch = max(1, len(batch) // 2)
             self.batch_tokens = max(len(batch[0][3]), self.batch_tokens // 2)
             return start  # the caller packs a smaller batch from the same place
-        values = read(logits, [item[2] for item in batch])
+        values = read(logits, [item[2] for item in batch])  # to numpy: the device's work is finished here
+        self.forward_seconds += time.perf_counter() - began
         out.update(zip((item[0] for item in batch), values.tolist()))
         self.rows_sent += len(batch)
         self.batches += 1

@@ -65,6 +65,7 @@ class Workspace:
         self._memo: "OrderedDict[tuple, object]" = OrderedDict()
         self._warm: set[tuple] = set()
         self.attributions_computed = 0
+        self.attribution_seconds = 0.0  # the measured cost of the attributions computed (not those cached)
 
     def memo(self, key: tuple, compute):
         """A value shared by the units of this process, computed once per key (which names all it depends on)."""
@@ -91,6 +92,7 @@ class Workspace:
             (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target))
             result.meta["cost"] = {"seconds": seconds, "peak_mb": peak_mb, "n_tokens": len(result.tokens)}
             self.attributions_computed += 1
+            self.attribution_seconds += seconds
             if self.store is not None:
                 self.store.attribution_put(stored_key, {"tokens": result.tokens, "values": result.values.tolist(),
                                                         "residual": result.residual, "meta": result.meta})

@@ -257,7 +257,8 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                  "example": "sample", "payload": {"records": records}}], {"rows": 1}
     by_id = {e.id: e for e in plan.examples}
     batcher = context.batcher
-    before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed)
+    before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed,
+              batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds)
     work, meta = {}, {}
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
     for example_id, (eval_key, method_key, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
@@ -276,4 +277,7 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
              "payload": done[key]} for key in work]
     return rows, {"rows": len(rows), "model_rows": batcher.rows_sent - before[0],
                   "distinct_rows": batcher.rows_distinct - before[1], "cached_rows": batcher.rows_cached - before[2],
-                  "attributions": context.attributions_computed - before[3]}
+                  "attributions": context.attributions_computed - before[3],
+                  "requested_rows": batcher.rows_requested - before[4],
+                  "forward_seconds": batcher.forward_seconds - before[5],
+                  "attribution_seconds": context.attribution_seconds - before[6]}

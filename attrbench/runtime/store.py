@@ -16,10 +16,17 @@ every read, so a damaged file is reported, never silently dropped.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
+
+try:
+    import fcntl  # POSIX advisory locks; released by the OS when the holder dies, so a lock is never stale
+except ImportError:  # Windows
+    fcntl = None
 
 from ..errors import AttrbenchError
 from ..ops.hashing import text_sha256
@@ -113,3 +120,31 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+@contextmanager
+def writer_lock(run_dir: Path) -> Iterator[None]:
+    """One writer per run folder: an exclusive lock on ``run_dir/.lock`` for as long as a run writes. A second
+    run on the folder is refused with a one-line error naming the holder; a holder that died (SIGKILL
+    included) holds nothing, since the OS drops its lock. (Where there are no POSIX locks, not enforced.)"""
+    if fcntl is None:
+        yield
+        return
+    handle = open(Path(run_dir) / ".lock", "a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        holder = handle.read().strip() or "another process"
+        handle.close()
+        raise StoreError(f"{run_dir} is being written by {holder}; wait for it to finish, or run into another "
+                         "folder (--out)") from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"process {os.getpid()} (since {time.strftime('%Y-%m-%d %H:%M:%S')})")
+    handle.flush()
+    try:
+        yield
+    finally:
+        fcntl.flock(handle, fcntl.LOCK_UN)
+        handle.close()

@@ -330,3 +330,23 @@ def test_score_reads_attributions_for_a_file_of_your_own(tiny_models, tmp_path):
     records = score_attributions(adapter, tmp_path / "theirs.jsonl", ["plausibility"], data, progress=False)
     assert {r["metric"] for r in records} == {"auprc", "token_f1", "token_iou"}
     assert all(r["n"] == 3 and r["example_ids"] == ["mine:a", "mine:b", "mine:c"] for r in records)
+
+
+def test_oversized_files_and_lines_are_refused_before_they_are_read_whole(tiny_models, tmp_path, monkeypatch):
+    """A file or a JSON line above the limits is a one-line error, never read into memory whole."""
+    from attrbench.datasets import text
+    from attrbench.runtime.pipeline import evaluate
+
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    path = tmp_path / "big.jsonl"
+    path.write_text('{"text": "the keys", "target": "next"}\n{"text": "' + "a " * 600 + '", "target": "next"}\n')
+    monkeypatch.setattr(text, "MAX_LINE_CHARS", 1000)
+    with pytest.raises(InputError, match="line 2: 1,2.. characters, more than the 1,000"):
+        evaluate(adapter, ["alti"], ["erasure_aopc"], str(path), n=1, progress=False)
+    monkeypatch.setattr(text, "MAX_FILE_BYTES", 100)
+    with pytest.raises(InputError, match="takes at most"):
+        evaluate(adapter, ["alti"], ["erasure_aopc"], str(path), n=1, progress=False)
+    parquet = tmp_path / "broken.parquet"
+    parquet.write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match="not a readable parquet file"):
+        evaluate(adapter, ["alti"], ["erasure_aopc"], str(parquet), n=1, progress=False)

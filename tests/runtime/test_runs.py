@@ -267,6 +267,61 @@ def test_interrupted_run_keeps_whole_jobs(config_file, tmp_path):
     assert finished["rows"] + partial == Store(run_dir / "store.sqlite").count()
 
 
+def test_a_full_disk_keeps_whole_shards_and_the_rerun_completes(config_file, tmp_path, monkeypatch, capsys):
+    """SQLite's 'disk is full' on the third shard: a one-line error, the store holds the first two shards whole,
+    and the same command then completes with the rows an undisturbed run has."""
+    from attrbench.cli import main
+    from attrbench.runtime import store as store_module
+
+    real, calls = store_module.Store.put, []
+
+    def full_disk(self, rows):
+        calls.append(len(rows))
+        if len(calls) == 3:
+            raise sqlite3.OperationalError("database or disk is full")
+        return real(self, rows)
+
+    monkeypatch.setattr(store_module.Store, "put", full_disk)
+    args = ["run", str(config_file), "--out", str(tmp_path / "runs")]
+    assert main(args) == 2
+    errors = [line for line in capsys.readouterr().err.replace("\r", "\n").splitlines() if "error:" in line]
+    assert len(errors) == 1 and "disk is full" in errors[0] and "rerun the same command" in errors[0]
+    store = Store(tmp_path / "runs" / "tiny" / "store.sqlite")
+    assert store.count() == calls[0] + calls[1]
+    store.close()
+    monkeypatch.setattr(store_module.Store, "put", real)
+    assert main(args) == 0
+    undisturbed = tmp_path / "undisturbed"
+    run_leaderboard(read_config(config_file), undisturbed, progress=False)
+    a, b = collect(tmp_path / "runs" / "tiny")[0], collect(undisturbed)[0]
+    assert [(r["eval"], r["method"], r["metric"]) for r in a] == [(r["eval"], r["method"], r["metric"]) for r in b]
+    for x, y in zip(a, b):
+        if x["eval"] != "timing":
+            assert x.get("values") == pytest.approx(y.get("values"), abs=1e-9, nan_ok=True)
+
+
+def test_two_writers_on_one_folder_are_refused_and_a_dead_holder_holds_nothing(config_file, tmp_path):
+    """A second run on a folder another live process is writing exits with one line naming that process; once
+    the holder is killed (SIGKILL) the folder is free again and the run completes."""
+    run_dir = tmp_path / "runs" / "tiny"
+    run_dir.mkdir(parents=True)
+    script = ("import time; from pathlib import Path; from attrbench.runtime.store import writer_lock\n"
+              f"with writer_lock(Path({str(run_dir)!r})):\n    print('locked', flush=True); time.sleep(120)")
+    holder = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        second = subprocess.run([sys.executable, "-m", "attrbench.cli", "run", str(config_file), "--out",
+                                 str(tmp_path / "runs")], capture_output=True, text=True, timeout=300)
+        assert second.returncode == 2, second.stderr
+        message = second.stderr.strip().splitlines()[-1]
+        assert f"being written by process {holder.pid}" in message
+        assert not (run_dir / "store.sqlite").exists()
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    assert run_leaderboard(read_config(config_file), run_dir, progress=False)["rows"] > 0
+
+
 def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path):
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "attrbench.cli", "run", str(config_file), "--out", str(tmp_path), "--json"]
