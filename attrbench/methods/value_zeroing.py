@@ -44,6 +44,15 @@ def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], cor
                           for hook in ((spec.value_module, zero_values(spec)), (spec.layer, patch_output(i)))])
 
 
+def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """1 - cos(a, b) along the last axis, as |a/|a| - b/|b||^2 / 2 in float64: the same quantity without the
+    cancellation of 1 - cos for nearly equal vectors (in float32 that alone moved scores by 3e-3)."""
+    a, b = a.double(), b.double()
+    unit_a = a / a.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    unit_b = b / b.norm(dim=-1, keepdim=True).clamp_min(1e-300)
+    return (unit_a - unit_b).pow(2).sum(-1) / 2
+
+
 @torch.no_grad()
 def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_size: int = 64) -> np.ndarray:
     """(layers, n, n) row-normalised Value Zeroing maps of one token sequence; [l, i, j]: j zeroed, i read."""
@@ -53,7 +62,7 @@ def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_si
     clean = [cap.out for cap in adapter.capture(batch)]
     final_norm = adapter.final_norm if adapter.final_norm is not None else (lambda x: x)
     read = [*clean[:-1], final_norm(clean[-1])]
-    maps = clean[0].new_zeros((adapter.n_layers, n, n))
+    maps = clean[0].new_zeros((adapter.n_layers, n, n), dtype=torch.float64)
     for start in range(0, n, batch_size):
         zeroed = torch.arange(start, min(n, start + batch_size), device=adapter.device)
         corrupted: list = [None] * adapter.n_layers
@@ -62,7 +71,7 @@ def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_si
                                      attention_mask=mask.expand(len(zeroed), n))
         corrupted[-1] = final_norm(corrupted[-1])
         for layer, (real, new) in enumerate(zip(read, corrupted)):
-            maps[layer][:, zeroed] = (1 - torch.cosine_similarity(real, new, dim=-1)).T  # (n, chunk)
+            maps[layer][:, zeroed] = cosine_distance(real, new).T.to(maps.dtype)  # (n, chunk)
     if adapter.causal:
         maps = maps.tril()
     maps = torch.where(maps < threshold, 0.0, maps).double().cpu().numpy()
