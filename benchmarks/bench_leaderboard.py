@@ -11,7 +11,9 @@ evaluations only (the analyses rank nothing), from an empty folder. Printed per 
 - ``forward s``: seconds in the model's forward passes; ``floor s``: distinct inputs divided by the rate
   measured here for this model on the suite's own texts in full batches (the best batching can do);
 - ``attribution s``: the methods' own measured seconds (each first call, a warm-up, not counted);
-- ``end-to-end s`` and its ratio to ``attribution s + floor s``.
+- ``planning s`` (loading the model, sampling), ``computing s`` and its ratio to ``attribution s + floor s``
+  (what is left: each method's first, warm-up call, the metrics' own bookkeeping, storing rows), and
+  ``end-to-end s``.
 
 ``--add METHOD`` then runs the suite without METHOD in another folder, adds it, and prints the seconds of
 the addition beside those of the whole run (before this engine, adding a method recomputed everything).
@@ -98,14 +100,16 @@ def main() -> None:
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
                      "texts/s floor": round(rate, 1), "forward s": round(summary["forward_seconds"], 1),
                      "floor s": round(floor, 1), "attribution s": round(summary["attribution_seconds"], 1),
+                     "planning s": round(summary["plan_seconds"], 1),
+                     "computing s": round(summary["compute_seconds"], 1),
                      "end-to-end s": round(summary["end_to_end"], 1),
-                     "× (attribution + floor)": round(summary["end_to_end"] / (summary["attribution_seconds"]
-                                                                                + floor), 2)})
+                     "computing × (attribution + floor)": round(
+                         summary["compute_seconds"] / (summary["attribution_seconds"] + floor), 2)})
         print(pd.DataFrame(rows[-1:]).to_string(index=False), flush=True)
         if args.add and k == 0:
             without = copy.deepcopy(suite)
-            without["methods"] = [m for m in METHODS.names() if m != args.add]
-            without.pop("exclude_methods", None)
+            without["methods"] = "all"
+            without["exclude_methods"] = [args.add]
             run_suite(config, without, out / f"suite{k}-add")
             added = run_suite(config, suite, out / f"suite{k}-add")
             additions.append({"suite": rows[-1]["suite"], "method added": args.add, "n": args.n,

@@ -57,20 +57,22 @@ class Pipeline:
         """Every suite made concrete, all pairings, parameters and targets checked before any work."""
         return [plan_suite(self.context, suite, k, self.seed) for k, suite in enumerate(suites)]
 
-    def jobs(self, plans: Sequence[SuitePlan]) -> list[list[Job]]:
-        """Per suite, the jobs that compute its rows not yet in the store."""
+    def jobs(self, plans: Sequence[SuitePlan], only: Optional[list[set[str]]] = None) -> list[list[Job]]:
+        """Per suite, the jobs that compute its rows not yet in the store (``only``: per suite, the examples
+        to compute, and no analysis)."""
         out = []
-        for plan in plans:
+        for k, plan in enumerate(plans):
             keys = [key for *_, key in plan.rows()] + [plan.analysis_key(e) for e in plan.analyses]
-            out.append(missing_jobs(plan, self.store.done(keys), self.shard_size))
+            jobs = missing_jobs(plan, self.store.done(keys), self.shard_size, None if only is None else only[k])
+            out.append(jobs)
         return out
 
     def execute(self, plans: Sequence[SuitePlan], executor=None, budget: Optional[float] = None,
-                started: Optional[float] = None) -> dict:
+                started: Optional[float] = None, only: Optional[list[set[str]]] = None) -> dict:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction."""
         started = time.monotonic() if started is None else started
-        queue = _schedule(plans, self.jobs(plans), self.shard_size)
+        queue = _schedule(plans, self.jobs(plans, only), self.shard_size)
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
         seconds: dict[int, list[float]] = {}
         state = {"stopped": False, "last": time.monotonic()}
@@ -101,7 +103,7 @@ class Pipeline:
                 totals[key] += counts.get(key, 0)
             bar.update(job.size())
         bar.close()
-        missing = sum(len(jobs) for jobs in self.jobs(plans))
+        missing = sum(len(jobs) for jobs in self.jobs(plans, only))
         return {**totals, "planned_jobs": len(queue), "missing_jobs": missing,
                 "stopped_by_budget": state["stopped"] and missing > 0}
 
@@ -216,7 +218,9 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, options: O
                     progress: Optional[bool] = None, budget: Optional[str | float] = None,
                     extend: Optional[str | Path] = None) -> dict:
     """Compute every row of ``config`` not yet in ``run_dir``'s store, within ``budget`` (or the config's);
-    ``extend``: start from a copy of another run folder's results (a published leaderboard). Returns a summary."""
+    ``extend``: start from a copy of another run folder's results (a published leaderboard) and compute what
+    the config adds on the examples published there (a later run in the folder, without ``extend``, grows
+    every cell as usual). Returns a summary."""
     started = time.monotonic()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -241,7 +245,9 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
                        options=pipeline.options.as_dict(), started=store.meta("started") or time.strftime(
                            "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
         stage = time.monotonic()
-        done = pipeline.execute(plans, executor, budget, started)
+        # extending: what the config adds on the published examples only (no cell grows, no analysis is added)
+        only = [store.examples(plan.name) for plan in plans] if extend is not None else None
+        done = pipeline.execute(plans, executor, budget, started, only)
         seconds = time.monotonic() - started
         store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + 1,
                        cpu_hours=(store.meta("cpu_hours") or 0.0) + seconds * torch.get_num_threads() / 3600,

@@ -89,6 +89,11 @@ class Store:
                 f"SELECT key FROM results WHERE key IN ({','.join('?' * len(chunk))})", chunk))
         return found
 
+    def examples(self, suite: str) -> set[str]:
+        """The ids of the examples a suite has rows for (the sample of an analysis excluded)."""
+        return {row[0] for row in self.db.execute(
+            "SELECT DISTINCT example FROM results WHERE suite = ? AND example != 'sample'", (suite,))}
+
     def put(self, rows: list[dict]) -> None:
         """Store rows (``key, suite, eval, method, example, payload``) in one transaction: all or none.
         A row already stored is left as it is."""
