@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import NullFormatter
@@ -16,7 +15,7 @@ from ..decompose import Decomposition
 from ..errors import InputError
 from ..ops.stats import median_iqr
 from ..registry import EVALS
-from .plot import plot_maps, save_figure
+from .plot import new_figure, plot_maps, save_figure
 from .tables import Table, groups, short, suite_title, table_title
 
 
@@ -35,7 +34,7 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
 
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     height = 0.35 * len({_label(r) for r in group}) + 1.6
-    fig, axes = plt.subplots(1, len(metrics), figsize=(5 * len(metrics), height), squeeze=False)
+    fig, axes = new_figure((5 * len(metrics), height), 1, len(metrics), squeeze=False)
     for ax, metric in zip(axes[0], metrics):
         rows = sorted((r for r in group if r["metric"] == metric and r["mean"] is not None), key=lambda r: r["mean"])
         ax.barh([_label(r) for r in rows], [r["mean"] for r in rows], xerr=_ci_errors(rows),
@@ -54,7 +53,7 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
 def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Seconds per example against sequence length, one line per method (records with per-example rows)."""
 
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = new_figure((7, 4.5))
     for r in group:
         rows = r.get("per_example") or []
         if not rows or not isinstance(rows[0], dict) or "seconds" not in rows[0] or r["metric"] != "seconds_per_example":
@@ -72,7 +71,7 @@ def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
 def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """One line per record with a flat ``per_layer`` list."""
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = new_figure((7, 4))
     for r in group:
         layers = r.get("per_layer")
         if not isinstance(layers, list) or not layers or isinstance(layers[0], (list, dict)):
@@ -121,7 +120,7 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     matrix = pd.DataFrame(1.0, index=order, columns=order)
     for (a, b), different in significant.items():
         matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if different else 1.0
-    fig, ax = plt.subplots(figsize=(9.5, 0.28 * len(order) + 1.4))
+    fig, ax = new_figure((9.5, 0.28 * len(order) + 1.4))
     sp.critical_difference_diagram(pd.Series(stats["average_rank"]), matrix, ax=ax, cd=stats.get("cd"),
                                    alpha=stats["alpha"], label_props={"fontsize": 8})
     title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
@@ -140,7 +139,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
         return []
     spans = [median_iqr(cost[r["method"]]) for r in rows]
     x = np.array([s[0] for s in spans])
-    fig, ax = plt.subplots(figsize=(9.5, 5.2))
+    fig, ax = new_figure((9.5, 5.2))
     ax.errorbar(x, [r["mean"] for r in rows], xerr=np.array([[s[0] - s[1], s[2] - s[0]] for s in spans]).T,
                 yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#aaa", capsize=2)
     front = pareto_front([(c, r["mean"] if higher else -r["mean"]) for c, r in zip(x, rows)])

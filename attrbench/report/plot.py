@@ -1,15 +1,31 @@
 """Figures: side-by-side heatmaps of one layer's maps (as Kobayashi et al. 2024, Fig. 9-10)."""
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Sequence
 
-import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 
 from ..decompose import Decomposition
 from ..errors import InputError
+
+
+class NotebookFigure(Figure):
+    """A figure made without pyplot (no backend, no window, nothing left open in pyplot's list) that a
+    notebook still shows: as a PNG of itself, whichever matplotlib backend the kernel runs."""
+
+    def _repr_png_(self) -> bytes:
+        buffer = io.BytesIO()
+        self.savefig(buffer, format="png", dpi=110)
+        return buffer.getvalue()
+
+
+def new_figure(figsize: tuple[float, float], rows: int = 1, cols: int = 1, **subplots):
+    """``(figure, axes)`` as ``pyplot.subplots`` gives them, outside pyplot."""
+    figure = NotebookFigure(figsize=figsize)
+    return figure, figure.subplots(rows, cols, **subplots)
 
 
 def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
@@ -30,7 +46,7 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
     rows = -(-len(scopes) // cols)
     size = 5.3
     label_pt = float(np.clip(0.8 * 72 * (size - 1.6) / n, 4.5, 9))  # one label per cell, never overlapping
-    fig, axes = plt.subplots(rows, cols, figsize=(size * cols, (size + 0.3) * rows + 0.5), squeeze=False)
+    fig, axes = new_figure((size * cols, (size + 0.3) * rows + 0.5), rows, cols, squeeze=False)
     labels = [t.replace("Ġ", "_") for t in dec.tokens]
     for ax in axes.flat[len(scopes):]:
         ax.axis("off")
@@ -54,7 +70,6 @@ def save_figure(fig, path: str | Path, title: str) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
-    plt.close(fig)
     return path
 
 
@@ -68,8 +83,8 @@ def scores_figure(tokens: Sequence[str], scores: dict[str, np.ndarray], title: s
     """The figure of :func:`plot_scores`, not saved (a notebook shows it)."""
     labels = [t.replace("Ġ", "_") for t in tokens]
     names = list(scores)
-    fig = Figure(figsize=(max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9))  # not pyplot's: a
-    axes = fig.subplots(len(names), 1, squeeze=False)  # notebook shows the returned figure once, nothing stays open
+    fig, axes = new_figure((max(4.0, 0.55 * len(tokens) + 1.5), 0.75 * len(names) + 0.9), len(names), 1,
+                           squeeze=False)
     for ax, name in zip(axes[:, 0], names):
         values = np.asarray(scores[name], dtype=float)
         scale = float(np.abs(values).max()) or 1.0

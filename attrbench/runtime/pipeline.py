@@ -72,7 +72,7 @@ class Pipeline:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction."""
         started = time.monotonic() if started is None else started
-        queue = _schedule(plans, self.jobs(plans, only), self.shard_size)
+        queue = _schedule(plans, self.jobs(plans, only))
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
         seconds: dict[int, list[float]] = {}
         state = {"stopped": False, "last": time.monotonic()}
@@ -119,18 +119,29 @@ class Pipeline:
         return self.collect(plans)
 
 
-def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]], shard_size: int) -> list[Job]:
-    """The order of a run's jobs: scoring shards round-robin across suites, so all cells grow together, and
-    the analyses of the model once every suite has the examples its ranking needs (``minimum_n`` of its
-    methods): ranks come first within a budget, the analyses (which rank nothing) next, then more examples."""
+def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Job]:
+    """The order of a run's jobs, ranks first within a budget: the scoring shards of the suites that can rank,
+    round-robin, until each has the examples its ranking needs (:func:`ranking_needs`); then the analyses of the
+    models (which rank nothing); then every suite's remaining shards round-robin, so all cells grow together."""
     scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
     analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]
-    rounds = list(_round_robin(scoring))
-    needed = max((minimum_n(max(len(methods) for _, methods in plan.scoring)) for plan in plans if plan.scoring),
-                 default=0)
-    first = min(len(rounds), -(-needed // max(1, shard_size)))
-    return [job for round_ in rounds[:first] for job in round_] + analyses + \
-        [job for round_ in rounds[first:] for job in round_]
+    first = []  # per suite, its shards (a prefix, in sampling order) that hold the examples its ranking needs
+    for plan, jobs in zip(plans, scoring):
+        needed = {example.id for example in plan.examples[:ranking_needs(plan)]}
+        first.append(sum(1 for job in jobs if needed & job.rows.keys()))
+    head = _round_robin([jobs[:k] for jobs, k in zip(scoring, first)])
+    tail = _round_robin([jobs[k:] for jobs, k in zip(scoring, first)])
+    return [job for round_ in head for job in round_] + analyses + [job for round_ in tail for job in round_]
+
+
+def ranking_needs(plan: SuitePlan) -> int:
+    """The examples a suite must have before its tables can rank (``minimum_n`` of its methods); 0 when its
+    sample is smaller than that, as SmolLM2's in the default: it cannot rank in this run, so it waits behind the
+    suites that can."""
+    if not plan.scoring:
+        return 0
+    need = minimum_n(max(len(methods) for _, methods in plan.scoring))
+    return need if max(len(plan.sample_for(evaluation)) for evaluation, _ in plan.scoring) >= need else 0
 
 
 def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:

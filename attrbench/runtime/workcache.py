@@ -9,7 +9,9 @@ Two kinds of item, each addressed by everything it depends on:
   its parameters, text and target, with the cost of computing them (seconds, peak memory).
 
 One SQLite file (``work.sqlite`` beside the run's store; ``None``: in memory only), in WAL mode so
-several processes (Ray workers) read and write it at once. Every row carries a checksum that is
+several processes (Ray workers) read and write it at once; two workers that miss the same row at the same moment
+(an input that examples in two shards share, such as the fully erased one) both compute it, and the second store
+is a no-op. Every row carries a checksum that is
 checked when read: a damaged row is dropped with a one-line warning and recomputed, never used; a
 damaged file is moved aside and started afresh.
 """

@@ -140,7 +140,7 @@ BAD_FILES = [  # (file name, content, expected message)
     ("bad.jsonl", '{"text": "a film", "sentence_good": "a film", "sentence_bad": "a films", "label": 0}\n',
      r"line 1: give text or sentence_good/sentence_bad, not both"),
     ("bad.tsv", "text\tlabel\na good \xe9 film\t1\n".encode("latin-1"), r"bad.tsv line 2: not UTF-8 text"),
-    ("bad.txt", "a good film\n", r"unknown dataset .*bad.txt'.*or give the path of a .jsonl, .csv or .tsv file"),
+    ("bad.txt", "a good film\n", r"unknown dataset .*bad.txt'.*or give the path of a .jsonl, .csv, .tsv or .parquet file"),
     ("missing.jsonl", None, r"dataset file .*missing.jsonl does not exist"),
 ]
 
