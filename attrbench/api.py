@@ -1,7 +1,8 @@
 """The Python API, for notebooks first: attribute, evaluate, run and read results as pandas.
 
 Every function here is a thin front to the same pipeline as the CLI (``attrbench.runtime.pipeline``), so a
-bad argument raises the CLI's one-line :class:`~attrbench.errors.InputError` and a result equals the CLI's.
+bad argument raises the CLI's one-line :class:`~attrbench.errors.AttrbenchError` (mostly ``InputError``) and a
+result equals the CLI's.
 
 >>> import attrbench
 >>> a = attrbench.attribute("minilm-l6-sst2", "a wonderful film", ["alti", "grad_l2"], target="class:1")
@@ -44,6 +45,8 @@ RESULT_COLUMNS = ["model", "dataset", "eval", "metric", "method", "example", "va
 def _model(model, dtype: str, device: str):
     """A loaded adapter as it is, or a name / folder loaded with the run options."""
     if isinstance(model, str):
+        if not isinstance(dtype, str) or not isinstance(device, str):
+            raise InputError(f"dtype and device are names (e.g. 'float32', 'cpu'), not {dtype!r} and {device!r}")
         options = RunOptions(dtype=dtype, device=device)
         return load_model(model, dtype=options.dtype, device=options.device)
     if not hasattr(model, "tokenizer") or not hasattr(model, "weights_sha256"):
@@ -52,10 +55,40 @@ def _model(model, dtype: str, device: str):
     return model
 
 
+def _strings(value, what: str, example: str) -> list[str]:
+    """One string or a list of strings, as a list; anything else is the one-line error."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
+        return list(value)
+    raise InputError(f"{what} must be a string or a list of strings (e.g. {example}), not {type(value).__name__}")
+
+
+def _parameters(params, kind: str) -> dict[str, dict]:
+    """``{name: {param: value}}`` as given, checked to be that shape."""
+    if params is None:
+        return {}
+    if not isinstance(params, Mapping) or not all(isinstance(k, str) and isinstance(v, Mapping)
+                                                  for k, v in params.items()):
+        raise InputError(f"{kind} params must map a name to its parameters, e.g. "
+                         f"{{'integrated_gradients': {{'n_steps': 32}}}}; got {params!r:.60}")
+    return {k: dict(v) for k, v in params.items()}
+
+
+def _whole(value, what: str, least: int, none: bool = False) -> Optional[int]:
+    if (value is None and none) or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
+        return value
+    raise InputError(f"{what} must be a whole number of at least {least}{' or None' if none else ''}, not {value!r}")
+
+
 def _methods(methods, params: Optional[Mapping[str, dict]] = None) -> list[Method]:
     """Names (a list, or one comma-separated string) or Method instances, configured with ``params``."""
     if isinstance(methods, (str, Method)):
         methods = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else [methods]
+    if methods is not None and not isinstance(methods, (list, tuple)):
+        raise InputError(f"methods must be names (a list, or one comma-separated string) or attrbench.plugin.Method "
+                         f"instances, not {type(methods).__name__}")
+    params = _parameters(params, "method")
     methods = list(methods or [])
     if not methods:
         raise InputError(f"no method given; known: {', '.join(METHODS.names())}")
@@ -150,10 +183,10 @@ def attribute(model, texts: str | Sequence[str], methods, *, target: str | Seque
     >>> a = attrbench.attribute("minilm-l6-sst2", ["a wonderful film", "dull"], "alti,grad_l2", target="class:1")
     >>> a.to_pandas().pivot_table(index="token", columns="method", values="score")
     """
-    texts = [texts] if isinstance(texts, str) else list(texts)
+    texts = _strings(texts, "texts", "'a wonderful film'")
     if not texts:
         raise InputError("no text given: pass a string or a list of strings")
-    targets = [target] * len(texts) if isinstance(target, str) else list(target)
+    targets = [target] * len(texts) if isinstance(target, str) else _strings(target, "target", "'class:1'")
     if len(targets) != len(texts):
         raise InputError(f"{len(targets)} targets for {len(texts)} texts: give one target, or one per text")
     configured = _methods(methods, params)
@@ -182,6 +215,9 @@ def as_dataset(data, columns: Optional[Mapping[str, str]] = None) -> str:
     if not isinstance(data, pd.DataFrame):
         raise InputError(f"dataset must be a name, a file path, a pandas DataFrame or a datasets.Dataset, not "
                          f"{type(data).__name__}")
+    if columns is not None and not isinstance(columns, Mapping):
+        raise InputError(f"columns maps the data's column names to attrbench's fields, e.g. {{'sentence': 'text'}}; "
+                         f"got {type(columns).__name__}")
     columns = dict(columns or {})
     missing = [c for c in columns if c not in data.columns]
     if missing:
@@ -223,10 +259,12 @@ class Scores:
 
 
 def results_frame(records: Sequence[dict]) -> pd.DataFrame:
-    """Long format of scoring records: one row per (model, dataset, eval, metric, method, example)."""
+    """Long format of records with a value per example: one row per (model, dataset, eval, metric, method,
+    example). A record whose values are not per example (``ln_outliers``' correlation is one per layer) has no
+    rows here; its mean is in the record."""
     rows = [{"model": r["model"], "dataset": r["dataset"], "eval": r["eval"], "metric": r["metric"],
              "method": r.get("method"), "example": example, "value": value}
-            for r in records if "values" in r and "example_ids" in r
+            for r in records if "values" in r and len(r["values"]) == len(r.get("example_ids", ()))
             for example, value in zip(r["example_ids"], r["values"])]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -241,7 +279,10 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
     >>> s = attrbench.evaluate("minilm-l6-sst2", ["alti", "random"], "erasure_aopc,naopc", "sst2", n=30)
     >>> s.summary, s.results
     """
-    evaluations = [e.strip() for e in evaluations.split(",")] if isinstance(evaluations, str) else list(evaluations)
+    evaluations = [e.strip() for name in _strings(evaluations, "evaluations", "'erasure_aopc,naopc'")
+                   for e in name.split(",")]
+    n, seed = _whole(n, "n", 1, none=True), _whole(seed, "seed", 0)
+    params, eval_params = _parameters(params, "method"), _parameters(eval_params, "evaluation")
     if methods == "all" or not methods:  # none: the analyses of the model, which take no method
         configured, names = [], "all" if methods == "all" else []
     else:

@@ -1,6 +1,7 @@
 """The Python API: the same results as the CLI, pandas out, saliency in HTML, DataFrames and parquet in, a
 notebook's own method in every entry point, and the CLI's one-line errors for bad input."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -133,3 +134,28 @@ def test_load_run_results_equal_the_leaderboards_means(tmp_path):
     assert main(["report", str(tmp_path / "tiny"), "--export", "parquet", "--json"]) == 0
     exported = pd.read_parquet(tmp_path / "tiny" / "results.parquet")
     pd.testing.assert_frame_equal(exported, loaded.results.reset_index(drop=True))
+
+
+REPORTS = Path(__file__).parent.parent / "reports"
+
+
+def test_the_published_default_loads_and_its_means_are_the_leaderboards():
+    """reports/default (what README command 1 writes, committed) read back from its store alone: the
+    per-(method, metric) means of its results are those its leaderboard.md shows."""
+    run = attrbench.load_run(REPORTS / "default")
+    means = run.results.groupby(["model", "eval", "metric", "method"]).value.mean()
+    markdown = (REPORTS / "default" / "leaderboard.md").read_text()
+    checked = 0
+    for record in run.records:
+        if record.get("mean") is None or len(record.get("values", ())) != len(record.get("example_ids", ())):
+            assert record.get("mean") is None or not ((run.results.eval == record["eval"]) &
+                                                      (run.results.metric == record["metric"])).any()
+            continue  # not per example (ln_outliers' per-layer correlation): no rows, never mislabelled ones
+        assert means[(record["model"], record["eval"], record["metric"], record["method"])] == \
+            pytest.approx(record["mean"], abs=1e-12)
+        checked += 1
+    assert checked > 100
+    for title, frame in run.leaderboard.items():  # the tables as the committed document shows them
+        for column in [c for c in frame.columns if c.endswith(("↑", "↓"))]:
+            for cell in frame[column]:
+                assert f"| {cell} |" in markdown, (title, column, cell)

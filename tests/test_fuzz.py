@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the public surfaces (hypothesis): CLI commands, run configs, data files.
+"""Property-based fuzzing of the public surfaces (hypothesis): CLI commands, run configs, data files, the Python API.
 
 Invariant for every generated case: exit 0 with a well-formed result (every number finite, one score
 per token), or exit 2 with exactly one line on stderr that starts with "error:"; never a traceback
@@ -288,11 +288,17 @@ fuzzed_suite = st.fixed_dictionaries(
               "more": value})
 valid_top = st.fixed_dictionaries({}, optional={"name": st.just("fuzz"), "seed": st.integers(0, 2),
                                                 "dtype": st.sampled_from(["float32", "float64"]),
-                                                "shard_size": st.integers(1, 3)})
+                                                "shard_size": st.integers(1, 3), "device": st.just("cpu"),
+                                                "budget": st.sampled_from(["10m", "1h", 600]),
+                                                "batch_tokens": st.integers(64, 4096)})
 fuzzed_top = st.fixed_dictionaries({}, optional={"name": st.one_of(st.text("abcxyz-_ /.", max_size=8), value),
                                                  "seed": st.one_of(st.integers(-2, 2), value),
                                                  "dtype": st.sampled_from(["float32", "half", 3]),
-                                                 "shard_size": st.one_of(st.integers(-1, 3), value), "bogus": value})
+                                                 "shard_size": st.one_of(st.integers(-1, 3), value), "bogus": value,
+                                                 "device": st.one_of(st.sampled_from(["cpu", "auto", "cuda", "cuda:7",
+                                                                                      "mps", "tpu"]), value),
+                                                 "budget": st.one_of(st.text("0123456789smh.- ", max_size=5), value),
+                                                 "batch_tokens": st.one_of(st.integers(-2, 2), value)})
 
 
 @FUZZ
@@ -428,6 +434,20 @@ own_row = st.one_of(
 def _own_file(rows: list[dict], fmt: str) -> bytes:
     if fmt == "jsonl":
         return "".join(json.dumps(r) + "\n" for r in rows).encode()
+    if fmt == "parquet":
+        import pandas as pd
+
+        def clean(v):  # parquet holds UTF-8 only: lone surrogates as a spreadsheet export would write them
+            return v.encode("utf-8", "replace").decode() if isinstance(v, str) else v
+
+        frame = pd.DataFrame([{k: clean(v) for k, v in r.items()} for r in rows])
+        buffer = io.BytesIO()
+        try:
+            frame.to_parquet(buffer)
+        except Exception:  # a column of mixed types has no parquet type: written as text, as pandas users do
+            buffer = io.BytesIO()
+            frame.astype(str).to_parquet(buffer)
+        return buffer.getvalue()
     import csv
 
     buffer = io.StringIO()
@@ -439,7 +459,8 @@ def _own_file(rows: list[dict], fmt: str) -> bytes:
 
 
 @FUZZ
-@given(rows=st.one_of(likely_file, st.lists(own_row, min_size=0, max_size=4)), fmt=st.sampled_from(["jsonl", "csv", "tsv"]),
+@given(rows=st.one_of(likely_file, st.lists(own_row, min_size=0, max_size=4)),
+       fmt=st.sampled_from(["jsonl", "csv", "tsv", "parquet"]),
        damage=st.sampled_from([None] * 6 + ["truncate", "bad_utf8", "blank_lines", "bom"]),
        model=st.sampled_from(["tiny-bert", "tiny-gpt2", "binary"]),
        evals=st.sampled_from(["erasure_aopc", "plausibility", "faithfulness_corr", "plausibility,erasure_aopc"]))
@@ -469,6 +490,89 @@ def test_fuzz_own_data_files(tmp_path_factory, classifier, rows, fmt, damage, mo
         assert all(r["data_file"] == str(path.resolve()) and len(r["file_sha256"]) == 64 for r in records)
     else:
         assert not files_under(out_dir)
+
+
+# -- the Python API ------------------------------------------------------------------------------------
+def call_api(surface: str, function, *args, **kwargs):
+    """Call the Python API; return its result, or None after attrbench's one-line error (the CLI's, which it shows
+    as "error: ..."). Anything else fails."""
+    from attrbench.errors import AttrbenchError
+
+    try:
+        out = function(*args, **kwargs)
+    except AttrbenchError as err:
+        assert "\n" not in str(err) and str(err), f"{surface}: not a one-line error: {err!r}"
+        OUTCOMES[surface]["error"] += 1
+        MESSAGES[surface][re.sub(r"/tmp/\S+", "FILE", str(err))[:70]] += 1
+        return None
+    OUTCOMES[surface]["ok"] += 1
+    return out
+
+
+API_VALID = {  # per argument, values that reach the computation, and values that must be refused in one line
+    "model": (st.sampled_from(["tiny-bert", "tiny-gpt2", "tiny-llama", "classifier"]),
+              st.sampled_from(["nope", "", None, 3])),
+    "methods": (st.one_of(plugin_list(SCORE_METHODS), st.lists(st.sampled_from(SCORE_METHODS), min_size=1, max_size=3)),
+                st.one_of(plugin_list(MAP_METHODS[:1] + ["nope"]), st.none(), st.integers(-1, 2), st.just([3]))),
+    "text": (st.one_of(vocab_words.map(" ".join), st.lists(vocab_words.map(" ".join), min_size=1, max_size=3)),
+             st.one_of(texts, st.none(), st.integers(0, 3), st.just([]), st.just([1]))),
+    "target": (st.sampled_from(["auto", "auto", "auto", "next", "class:1"]),
+               st.one_of(targets, st.lists(targets, min_size=2, max_size=3), st.none(), st.integers(0, 3))),
+    "dtype": (st.sampled_from(["float32", "float64"]), st.sampled_from(["float16", "", None, 32])),
+    "device": (st.sampled_from(["cpu", "auto"]), st.sampled_from(["cuda:3", "tpu", "", None])),
+    "params": (st.sampled_from([None, {}]), st.sampled_from([{"alti": {"x": 1}}, {"nope": {}}, {"grad_l2": 3},
+                                                             "steps=4", [1]])),
+    "evaluations": (st.lists(st.sampled_from(["erasure_aopc", "timing", "faithfulness_corr", "soft_erasure", "naopc",
+                                              "plausibility"]), min_size=1, max_size=2).map(",".join),
+                    st.one_of(plugin_list(["nope", "mixing_ratio"]), st.none(), st.integers(0, 2), st.just([1]))),
+    "dataset": (st.sampled_from(["sva-generated", "sva-linzen", "sst2", "frame", "frame-mapped"]),
+                st.sampled_from(["nope", "", None, 2, "frame-unmapped"])),
+    "n": (st.integers(1, 3), st.sampled_from([0, -1, "2", 2.5, True])),
+    "seed": (st.integers(0, 2), st.sampled_from([-1, "x", None])),
+}
+
+
+def api_arguments(data, names: list[str]) -> dict:
+    """Valid values for ``names``, with at most one of them (half the time) drawn from its refused values."""
+    broken = data.draw(st.sampled_from([None] * len(names) + names), label="broken")
+    return {name: data.draw(API_VALID[name][name == broken], label=name) for name in names}
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_api_attribute(classifier, data):
+    import attrbench
+
+    a = api_arguments(data, ["model", "text", "methods", "target", "dtype", "device", "params"])
+    model = classifier if a["model"] == "classifier" else a["model"]
+    out = call_api("api attribute", attrbench.attribute, model, a["text"], a["methods"], target=a["target"],
+                   dtype=a["dtype"], device=a["device"], params=a["params"])
+    if out is not None:
+        frame = out.to_pandas()
+        assert len(frame) and frame.score.map(math.isfinite).all()
+        for k in range(len(out.texts)):
+            assert all(len(values) == len(out.tokens(k)) for values in out.scores(k).values())
+
+
+@FUZZ
+@given(data=st.data())
+def test_fuzz_api_evaluate(classifier, data):
+    import pandas as pd
+
+    import attrbench
+
+    a = api_arguments(data, ["model", "methods", "evaluations", "dataset", "n", "seed"])
+    model = classifier + "-binary" if a["model"] == "classifier" else a["model"]
+    dataset, columns = a["dataset"], None
+    if isinstance(dataset, str) and dataset.startswith("frame"):
+        column = "text" if dataset == "frame" else "sentence"
+        dataset, columns = pd.DataFrame({column: ["a good film", "the keys are", "dull"], "label": [1, 0, 1]}), \
+            {"sentence": "text"} if a["dataset"] == "frame-mapped" else None
+    out = call_api("api evaluate", attrbench.evaluate, model, a["methods"], a["evaluations"], dataset, n=a["n"],
+                   seed=a["seed"], columns=columns, progress=False)
+    if out is not None:
+        assert_finite(out.records, "api evaluate")
+        assert out.results.value.dropna().map(math.isfinite).all()
 
 
 def test_fuzz_invariant_catches_a_traceback(monkeypatch):

@@ -107,8 +107,12 @@ def test_batch_equals_single_float64(tiny_models):
         batched = attrbench.decompose(adapter, TEXTS)
         for text, dec in zip(TEXTS, batched):
             single = attrbench.decompose(adapter, [text])[0]
+            # transformers' OPT and LLaMA take their attention softmax in float32 even in a float64 model
+            # (eager_attention_forward), so a padded batch and a single text may differ in its last bits
+            tolerance = 1e-6 if name in ("tiny-opt", "tiny-llama") else 1e-12  # relative to the largest entry: float32
             for scope in dec.maps:
-                assert abs(single.maps[scope] - dec.maps[scope]).max() < 1e-12, (name, scope)
+                scale = max(1.0, abs(dec.maps[scope]).max())
+                assert abs(single.maps[scope] - dec.maps[scope]).max() < tolerance * scale, (name, scope)
 
 
 def test_row_chunking_does_not_change_maps(tiny_models):

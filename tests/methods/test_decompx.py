@@ -215,9 +215,11 @@ def test_equals_frozen_gradient_x_input_with_the_biases_apart(name):
     result = DECOMPX.with_params(bias_split="none")(adapter, TEXT, target=target)[0]
     expected, logit = _frozen_gradient_x_input(adapter, TEXT, target)
     assert logit == pytest.approx(result.meta["logit"], rel=1e-6)  # the frozen model computes the same logit
-    # LLaMA's RMSNorm runs in float32 inside HF even for float64 weights
-    llama = name == "tiny-llama"
-    np.testing.assert_allclose(result.values, expected, rtol=1e-5 if llama else 1e-9, atol=1e-6 if llama else 1e-10)
+    # LLaMA's RMSNorm runs in float32 inside HF even for float64 weights, and so does OPT's attention softmax (from
+    # transformers 5.22 at least); both reach the frozen-gradient side and the decomposition differently
+    llama, opt = name == "tiny-llama", name == "tiny-opt"
+    np.testing.assert_allclose(result.values, expected, rtol=1e-5 if llama else 1e-7 if opt else 1e-9,
+                               atol=1e-6 if llama else 1e-8 if opt else 1e-10)
     assert np.abs(result.values).max() > 1e-2
     assert result.values.sum() + result.meta["bias_logit"] == pytest.approx(result.meta["logit"], abs=1e-6)
 
