@@ -17,9 +17,10 @@ from __future__ import annotations
 import hashlib
 import html
 import json
+import operator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Optional, Sequence
+from typing import Iterable, Mapping, Optional, Sequence
 
 import numpy as np
 import pandas as pd
@@ -55,12 +56,22 @@ def _model(model, dtype: str, device: str):
     return model
 
 
+def _listed(value) -> Optional[list]:
+    """The items of a collection that is not a string or a mapping (list, tuple, pandas Series, numpy array),
+    else None."""
+    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+        return None
+    return list(value)
+
+
 def _strings(value, what: str, example: str) -> list[str]:
-    """One string or a list of strings, as a list; anything else is the one-line error."""
+    """One string or a collection of strings (a list, a pandas Series, ...), as a list; anything else is the
+    one-line error."""
     if isinstance(value, str):
         return [value]
-    if isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-        return list(value)
+    items = _listed(value)
+    if items is not None and all(isinstance(v, str) for v in items):
+        return [str(v) for v in items]  # numpy's str_ is a str; make it a plain one
     raise InputError(f"{what} must be a string or a list of strings (e.g. {example}), not {type(value).__name__}")
 
 
@@ -76,8 +87,16 @@ def _parameters(params, kind: str) -> dict[str, dict]:
 
 
 def _whole(value, what: str, least: int, none: bool = False) -> Optional[int]:
-    if (value is None and none) or (isinstance(value, int) and not isinstance(value, bool) and value >= least):
-        return value
+    """A whole number (a Python or numpy integer, not a bool or a float) of at least ``least``."""
+    if value is None and none:
+        return None
+    if not isinstance(value, (bool, np.bool_)):
+        try:
+            whole = operator.index(value)
+        except TypeError:
+            whole = None
+        if whole is not None and whole >= least:
+            return whole
     raise InputError(f"{what} must be a whole number of at least {least}{' or None' if none else ''}, not {value!r}")
 
 
@@ -85,7 +104,9 @@ def _methods(methods, params: Optional[Mapping[str, dict]] = None) -> list[Metho
     """Names (a list, or one comma-separated string) or Method instances, configured with ``params``."""
     if isinstance(methods, (str, Method)):
         methods = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else [methods]
-    if methods is not None and not isinstance(methods, (list, tuple)):
+    elif methods is not None:
+        methods = _listed(methods)
+    if methods is not None and not isinstance(methods, list):
         raise InputError(f"methods must be names (a list, or one comma-separated string) or attrbench.plugin.Method "
                          f"instances, not {type(methods).__name__}")
     params = _parameters(params, "method")
@@ -224,14 +245,23 @@ def as_dataset(data, columns: Optional[Mapping[str, str]] = None) -> str:
         raise InputError(f"columns maps '{missing[0]}', which is not a column of the data; its columns: "
                          f"{', '.join(map(str, data.columns))}")
     frame = data.rename(columns=columns)
+    twice = frame.columns[frame.columns.duplicated()]
+    if len(twice):
+        raise InputError(f"the data has two columns named '{twice[0]}' (after columns= is applied); drop or rename "
+                         f"one first")
     folder = cache_dir() / "frames"
     folder.mkdir(parents=True, exist_ok=True)
-    payload = frame.to_json(orient="records", force_ascii=False).encode()
-    path = folder / f"frame-{hashlib.sha256(payload).hexdigest()[:16]}.parquet"
-    if not path.exists():
-        partial = path.with_suffix(".partial")
-        frame.to_parquet(partial, index=False)
-        partial.replace(path)
+    try:
+        payload = frame.to_json(orient="records", force_ascii=False).encode()
+        path = folder / f"frame-{hashlib.sha256(payload).hexdigest()[:16]}.parquet"
+        if not path.exists():
+            partial = path.with_suffix(".partial")
+            frame.to_parquet(partial, index=False)
+            partial.replace(path)
+    except (ValueError, TypeError, OverflowError, NotImplementedError) as error:  # pyarrow's errors subclass these
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(f"the data cannot be stored as a table ({first[:120]}); give each column one type, e.g. "
+                         f"df['text'] = df['text'].astype(str)") from None
     return str(path)
 
 
@@ -260,11 +290,12 @@ class Scores:
 
 def results_frame(records: Sequence[dict]) -> pd.DataFrame:
     """Long format of records with a value per example: one row per (model, dataset, eval, metric, method,
-    example). A record whose values are not per example (``ln_outliers``' correlation is one per layer) has no
-    rows here; its mean is in the record."""
+    example). A record whose values are not per example (``values_per``: ``ln_outliers``' correlation is one
+    per layer) has no rows here; its mean is in the record."""
     rows = [{"model": r["model"], "dataset": r["dataset"], "eval": r["eval"], "metric": r["metric"],
              "method": r.get("method"), "example": example, "value": value}
-            for r in records if "values" in r and len(r["values"]) == len(r.get("example_ids", ()))
+            for r in records if "values" in r and r.get("values_per", "example") == "example"
+            and len(r["values"]) == len(r.get("example_ids", ()))
             for example, value in zip(r["example_ids"], r["values"])]
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -283,8 +314,11 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
                    for e in name.split(",")]
     n, seed = _whole(n, "n", 1, none=True), _whole(seed, "seed", 0)
     params, eval_params = _parameters(params, "method"), _parameters(eval_params, "evaluation")
-    if methods == "all" or not methods:  # none: the analyses of the model, which take no method
-        configured, names = [], "all" if methods == "all" else []
+    listed = _listed(methods)
+    methods = listed if listed is not None else methods
+    if (isinstance(methods, str) and methods.strip() == "all") or methods in (None, "", []):
+        # all: every method that fits; none: the analyses of the model, which take no method
+        configured, names = [], "all" if methods else []
     else:
         configured = _methods(methods)
         names = [m.name for m in configured]

@@ -73,6 +73,48 @@ def test_bad_input_raises_the_clis_one_line_errors(tmp_path):
         assert words in message and "\n" not in message, message
 
 
+def test_the_collections_a_notebook_holds_are_taken_as_lists():
+    """A pandas Series or numpy array of texts, methods or evaluations, a tuple, and numpy integers (what
+    ``df.text``, ``np.arange`` and ``len(...)`` arithmetic on arrays give) are the same call as plain lists."""
+    texts = ["the keys to the cabinet", "dogs run"]
+    plain = attrbench.attribute("tiny-bert", texts, ["alti", "grad_l2"], target="auto")
+    for given_texts, given_methods in [(pd.Series(texts), np.array(["alti", "grad_l2"])),
+                                       (tuple(texts), pd.Series(["alti", "grad_l2"]))]:
+        again = attrbench.attribute("tiny-bert", given_texts, given_methods, target="auto")
+        assert again.methods == plain.methods and again.texts == texts
+        for i in range(2):
+            for name in plain.methods:
+                assert np.array_equal(again.scores(i)[name], plain.scores(i)[name])
+    lists = attrbench.evaluate("tiny-gpt2", ["alti", "random"], ["erasure_aopc"], "sva-generated", n=3, seed=1,
+                               progress=False)
+    arrays = attrbench.evaluate("tiny-gpt2", np.array(["alti", "random"]), pd.Series(["erasure_aopc"]),
+                                "sva-generated", n=np.int64(3), seed=np.int32(1), progress=False)
+    pd.testing.assert_frame_equal(arrays.results, lists.results)
+    for bad, words in [(dict(n=3.0), "whole number"), (dict(n=np.bool_(True)), "whole number"),
+                       (dict(seed=-1), "whole number")]:
+        with pytest.raises(InputError, match=words):
+            attrbench.evaluate("tiny-gpt2", ["alti"], "erasure_aopc", "sva-generated", **{"n": 3, **bad})
+
+
+def test_per_layer_values_are_not_read_as_per_example_even_when_as_many():
+    """ln_outliers' correlation has one value per layer; with n = the number of layers its lengths match the
+    examples', and only the record's ``values_per`` keeps it out of the per-example results."""
+    model = attrbench.load_model("tiny-gpt2")
+    scores = attrbench.evaluate(model, None, "ln_outliers", "sva-generated", n=model.n_layers, progress=False)
+    layered = [r for r in scores.records if r["metric"] == "gamma_vs_ff_pearson"]
+    assert layered and len(layered[0]["values"]) == len(layered[0]["example_ids"]) == model.n_layers
+    assert set(scores.results.metric) == {"ff_change", "ff_change_without_bottom_gamma"}
+
+
+def test_a_frame_that_cannot_be_a_dataset_is_one_line():
+    cases = [(pd.DataFrame({"sentence": ["a b"], "text": ["c d"]}), {"sentence": "text"}, "two columns named 'text'"),
+             (pd.DataFrame({"text": ["a b", 3]}), None, "one type")]
+    for frame, columns, words in cases:
+        with pytest.raises(InputError) as err:
+            attrbench.as_dataset(frame, columns)
+        assert words in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
 class Halves(Method):
     """A notebook's method: 1 on the first half of the tokens, 0 on the rest."""
 

@@ -6,7 +6,9 @@ Copies the documents (``leaderboard.md``, ``report.html``, ``statistics.json``, 
 store, and the part of the shared-work cache that extending the published run needs
 (``attrbench run --extend``): every cached model output (NAOPC's bounds, the references' curves) and the
 input attributions of scoring methods (the references of ``faithfulness_corr``). The token-to-token maps
-that only the analyses read are left out: extending adds no analysis, and they are most of the file.
+are left out: only the analyses and timing read them, their rows are already in the store, extending adds
+no analysis, and they are most of the file. With ``--without-work`` the shared-work cache is left out
+altogether (a run to extend then recomputes the shared work it needs: NAOPC's bounds, the references).
 """
 import shutil
 import sqlite3
@@ -16,27 +18,37 @@ from pathlib import Path
 
 from attrbench.registry import METHODS
 
-source, target = Path(sys.argv[1]), Path(sys.argv[2])
-if not (source / "store.sqlite").is_file():
-    sys.exit(f"error: {source} is not a run folder (no store.sqlite)")
+arguments = [a for a in sys.argv[1:] if a != "--without-work"]
+if len(arguments) != 2:
+    sys.exit("usage: python tools/publish_run.py RUN_FOLDER TARGET [--without-work]")
+source, target = map(Path, arguments)
+with_work = "--without-work" not in sys.argv[1:]
+needed = ["leaderboard.md", "report.html", "statistics.json", "figures", "store.sqlite"] + ["work.sqlite"] * with_work
+missing = [name for name in needed if not (source / name).exists()]
+if missing:  # checked before the old target is removed, so a wrong source never costs a published run
+    sys.exit(f"error: {source} is not a finished run folder (no {missing[0]}); run `attrbench report {source}` first")
 if target.exists():
     shutil.rmtree(target)
 target.mkdir(parents=True)
 for name in ("leaderboard.md", "report.html", "statistics.json"):
     shutil.copyfile(source / name, target / name)
 shutil.copytree(source / "figures", target / "figures")
-for name in ("store.sqlite", "work.sqlite"):
+for name in ("store.sqlite", "work.sqlite")[:1 + with_work]:
     with closing(sqlite3.connect(source / name)) as src, closing(sqlite3.connect(target / name)) as dst:
         src.backup(dst)  # a consistent copy, rows still in a WAL file included
 maps = [m.name for m in METHODS.all() if m.output == "maps"]
-with closing(sqlite3.connect(target / "work.sqlite", isolation_level=None)) as db:
-    keys = [key for (key,) in db.execute("SELECT key FROM attributions")]
-    dropped = [key for key in keys if key.split("|")[2].split("(")[0] in maps]
-    db.executemany("DELETE FROM attributions WHERE key = ?", [(key,) for key in dropped])
-    db.execute("VACUUM")
-    db.execute("PRAGMA journal_mode=DELETE")  # one file in the repository, no WAL beside it
+keys, dropped = [], []
+if with_work:
+    with closing(sqlite3.connect(target / "work.sqlite", isolation_level=None)) as db:
+        keys = [key for (key,) in db.execute("SELECT key FROM attributions")]
+        dropped = [key for key in keys if key.split("|")[2].split("(")[0] in maps]
+        db.executemany("DELETE FROM attributions WHERE key = ?", [(key,) for key in dropped])
+        db.execute("VACUUM")
+        db.execute("PRAGMA journal_mode=DELETE")  # one file in the repository, no WAL beside it
 with closing(sqlite3.connect(target / "store.sqlite", isolation_level=None)) as db:
     db.execute("VACUUM")
     db.execute("PRAGMA journal_mode=DELETE")
 size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
-print(f"{target}: {size / 1e6:.1f} MB ({len(dropped)} of {len(keys)} cached attributions were maps, left out)")
+left_out = (f"{len(dropped)} of {len(keys)} cached attributions were maps, left out" if with_work
+            else "no shared-work cache")
+print(f"{target}: {size / 1e6:.1f} MB ({left_out})")

@@ -62,7 +62,8 @@ class LNOutliers(Analysis):
         defined = [p for p in pearson if p is not None]
         return [
             self.record(adapter, context, "-", "gamma_vs_ff_pearson", defined, examples, per_layer=pearson,
-                        per_layer_spearman=rank_corr, note="values are per layer (over dimensions), not per example"),
+                        per_layer_spearman=rank_corr, values_per="layer",
+                        note="values are per layer (over dimensions), not per example"),
             self.record(adapter, context, "-", "ff_change", mean_of_defined(full, 1), examples,
                         per_layer=mean_of_defined(full, 0), maps=[before, after]),
             self.record(adapter, context, "-", "ff_change_without_bottom_gamma", mean_of_defined(reduced, 1), examples,

@@ -361,17 +361,20 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path)
 def test_a_budget_goes_to_the_suites_that_can_rank_first_then_the_analyses_then_growth(tmp_path):
     """Two methods need 6 examples to be separable (minimum_n(2)); a suite capped below that cannot rank in this
     run, so it waits behind the one that can; the analyses come once every rankable suite can rank; a resumed
-    run counts what the store already holds."""
+    run counts what the store already holds. Timing ranks nothing, so the map method it alone takes (3 methods
+    would need 7 examples, a fourth shard) does not count."""
     from attrbench.ops.stats import minimum_n
-    from attrbench.runtime.pipeline import _schedule
+    from attrbench.runtime.pipeline import _schedule, ranking_needs
     from attrbench.runtime.plan import missing_jobs
 
-    assert minimum_n(2) == 6
-    suite = 'dataset = "sva-generated"\nmethods = ["alti", "random"]\nevals = ["erasure_aopc", "mixing_ratio"]\n'
+    assert minimum_n(2) == 6 and minimum_n(3) == 7
+    suite = ('dataset = "sva-generated"\nmethods = ["alti", "random", "attn_w"]\n'
+             'evals = ["erasure_aopc", "timing", "mixing_ratio"]\n')
     path = tmp_path / "order.toml"  # the first suite cannot rank (n = 4), the second can at 6 of its 10
     path.write_text(f'name = "order"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 4\n'
                     f'[[suite]]\nmodel = "tiny-llama"\n{suite}n = 10\n')
     plans = plan_config(read_config(path))
+    assert [ranking_needs(plan) for plan in plans] == [0, 6]
     jobs = [missing_jobs(plan, set(), 2) for plan in plans]
     order = [(job.suite, "analysis" if job.analysis else len(job.rows)) for job in _schedule(plans, jobs)]
     assert order == [(1, 2)] * 3 + [(0, "analysis"), (1, "analysis")] + [(0, 2), (1, 2), (0, 2), (1, 2)]
@@ -408,14 +411,25 @@ def test_ray_workers_give_the_same_results_and_compute_shared_work_once(config_f
             assert a["mean"] == pytest.approx(b["mean"], abs=1e-6)
 
 
+def _parent(pid: int) -> int:
+    """The parent PID from /proc/<pid>/stat (field 4, after the parenthesised command name)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
 def _ray_workers_running(function: str) -> list[int]:
-    """PIDs of Ray worker processes executing ``function`` now (Ray titles them ``ray::<function>``)."""
+    """PIDs of this test's Ray worker processes executing ``function`` now (Ray titles them
+    ``ray::<function>``): descendants of this process only, so another Ray instance on the machine is left alone."""
     pids = []
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(f"ray::{function}".encode()):
-                pids.append(int(proc.name))
-        except OSError:
+            if not (proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(f"ray::{function}".encode())):
+                continue
+            pid = ancestor = int(proc.name)
+            while ancestor > 1 and ancestor != os.getpid():
+                ancestor = _parent(ancestor)
+            if ancestor == os.getpid():
+                pids.append(pid)
+        except (OSError, ValueError, IndexError):
             continue
     return pids
 
@@ -435,7 +449,7 @@ def test_a_ray_worker_killed_mid_shard_is_retried_and_the_run_equals_an_undistur
     def kill_one_worker_mid_shard():
         while not stop.is_set() and not killed:
             for pid in _ray_workers_running("_ray_job"):
-                time.sleep(0.5)  # into the shard: its model is loaded and rows are being computed
+                time.sleep(0.2)  # into the shard: its model is loaded and rows are being computed
                 if pid in _ray_workers_running("_ray_job"):
                     os.kill(pid, signal.SIGKILL)
                     killed.append(pid)
