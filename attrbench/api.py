@@ -18,6 +18,7 @@ import hashlib
 import html
 import json
 import operator
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Mapping, Optional, Sequence
@@ -57,9 +58,10 @@ def _model(model, dtype: str, device: str):
 
 
 def _listed(value) -> Optional[list]:
-    """The items of a collection that is not a string or a mapping (list, tuple, pandas Series, numpy array),
-    else None."""
-    if isinstance(value, (str, bytes, Mapping)) or not isinstance(value, Iterable):
+    """The items of an ordered collection that is not a string or a mapping (list, tuple, pandas Series, numpy
+    array), else None."""
+    if (isinstance(value, (str, bytes, Mapping, AbstractSet)) or not isinstance(value, Iterable)
+            or (isinstance(value, np.ndarray) and value.ndim == 0)):  # a set has no order; a 0-d array is one value
         return None
     return list(value)
 
@@ -105,7 +107,7 @@ def _methods(methods, params: Optional[Mapping[str, dict]] = None) -> list[Metho
     if isinstance(methods, (str, Method)):
         methods = [m.strip() for m in methods.split(",")] if isinstance(methods, str) else [methods]
     elif methods is not None:
-        methods = _listed(methods)
+        methods = _listed(methods) if _listed(methods) is not None else methods
     if methods is not None and not isinstance(methods, list):
         raise InputError(f"methods must be names (a list, or one comma-separated string) or attrbench.plugin.Method "
                          f"instances, not {type(methods).__name__}")
@@ -260,8 +262,9 @@ def as_dataset(data, columns: Optional[Mapping[str, str]] = None) -> str:
             partial.replace(path)
     except (ValueError, TypeError, OverflowError, NotImplementedError) as error:  # pyarrow's errors subclass these
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise InputError(f"the data cannot be stored as a table ({first[:120]}); give each column one type, e.g. "
-                         f"df['text'] = df['text'].astype(str)") from None
+        mixed = type(error).__name__ in ("ArrowTypeError", "ArrowInvalid")  # a column holding values of two types
+        hint = "; give each column one type, e.g. df['text'] = df['text'].astype(str)" if mixed else ""
+        raise InputError(f"the data cannot be stored as a table ({first[:120]}){hint}") from error
     return str(path)
 
 
@@ -316,7 +319,8 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
     params, eval_params = _parameters(params, "method"), _parameters(eval_params, "evaluation")
     listed = _listed(methods)
     methods = listed if listed is not None else methods
-    if (isinstance(methods, str) and methods.strip() == "all") or methods in (None, "", []):
+    if (isinstance(methods, str) and methods.strip() == "all") or methods is None or (
+            isinstance(methods, (str, list)) and not methods):
         # all: every method that fits; none: the analyses of the model, which take no method
         configured, names = [], "all" if methods else []
     else:

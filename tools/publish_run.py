@@ -23,8 +23,12 @@ if len(arguments) != 2:
     sys.exit("usage: python tools/publish_run.py RUN_FOLDER TARGET [--without-work]")
 source, target = map(Path, arguments)
 with_work = "--without-work" not in sys.argv[1:]
-needed = ["leaderboard.md", "report.html", "statistics.json", "figures", "store.sqlite"] + ["work.sqlite"] * with_work
-missing = [name for name in needed if not (source / name).exists()]
+if target.resolve() == source.resolve() or target.resolve() in source.resolve().parents:
+    sys.exit(f"error: {target} holds the run folder {source}; publish into another folder")
+files = ["leaderboard.md", "report.html", "statistics.json", "store.sqlite"] + ["work.sqlite"] * with_work
+missing = [name for name in files if not (source / name).is_file()] + ["figures"] * (not (source / "figures").is_dir())
+if missing == ["work.sqlite"]:
+    sys.exit(f"error: {source} has no shared-work cache (work.sqlite); publish it with --without-work")
 if missing:  # checked before the old target is removed, so a wrong source never costs a published run
     sys.exit(f"error: {source} is not a finished run folder (no {missing[0]}); run `attrbench report {source}` first")
 if target.exists():

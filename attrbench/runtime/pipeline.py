@@ -135,14 +135,12 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Jo
 
 
 def ranking_needs(plan: SuitePlan) -> int:
-    """The examples a suite must have before its tables can rank (``minimum_n`` of the methods of its ranked
-    evaluations; timing is not one); 0 when its sample is smaller than that, as SmolLM2's in the default: it
-    cannot rank in this run, so it waits behind the suites that can."""
-    ranked = [(evaluation, methods) for evaluation, methods in plan.scoring if evaluation.ranked]
-    if not ranked:  # timing alone ranks nothing, and its map methods do not enter a ranked table
-        return 0
-    need = minimum_n(max(len(methods) for _, methods in ranked))
-    return need if max(len(plan.sample_for(evaluation)) for evaluation, _ in ranked) >= need else 0
+    """The examples a suite must have before its tables can rank: the largest ``minimum_n`` (of its methods) among
+    the ranked evaluations whose sample can reach it (timing ranks nothing). 0 when none can, as SmolLM2's in the
+    default: it cannot rank in this run, so it waits behind the suites that can."""
+    needs = [minimum_n(len(methods)) for evaluation, methods in plan.scoring if evaluation.ranked]
+    samples = [len(plan.sample_for(evaluation)) for evaluation, _ in plan.scoring if evaluation.ranked]
+    return max((need for need, sample in zip(needs, samples) if sample >= need), default=0)
 
 
 def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:

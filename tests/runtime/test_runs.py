@@ -425,7 +425,9 @@ def _ray_workers_running(function: str) -> list[int]:
             if not (proc.name.isdigit() and (proc / "cmdline").read_bytes().startswith(f"ray::{function}".encode())):
                 continue
             pid = ancestor = int(proc.name)
-            while ancestor > 1 and ancestor != os.getpid():
+            for _ in range(64):  # a process tree is not deeper; bounded in case /proc changes under the walk
+                if ancestor <= 1 or ancestor == os.getpid():
+                    break
                 ancestor = _parent(ancestor)
             if ancestor == os.getpid():
                 pids.append(pid)
@@ -435,8 +437,10 @@ def _ray_workers_running(function: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the Ray worker to kill through /proc (Linux)")
-def test_a_ray_worker_killed_mid_shard_is_retried_and_the_run_equals_an_undisturbed_one(config_file, tmp_path):
+def test_a_ray_worker_killed_mid_shard_is_retried_and_the_run_equals_an_undisturbed_one(config_file, tmp_path,
+                                                                                       monkeypatch):
     ray = pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)  # a local instance of this test's own, never a shared cluster
     import threading
 
     from attrbench.runtime.executors import RayExecutor
