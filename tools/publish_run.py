@@ -9,6 +9,8 @@ input attributions of scoring methods (the references of ``faithfulness_corr``).
 are left out: only the analyses and timing read them, their rows are already in the store, extending adds
 no analysis, and they are most of the file. With ``--without-work`` the shared-work cache is left out
 altogether (a run to extend then recomputes the shared work it needs: NAOPC's bounds, the references).
+With ``--compact`` the rows go to ``results.parquet`` (zstd, page checksums; about a tenth of the SQLite
+file) instead of ``store.sqlite``; ``load_run``, ``attrbench report`` and ``--extend`` read either.
 """
 import shutil
 import sqlite3
@@ -17,12 +19,14 @@ from contextlib import closing
 from pathlib import Path
 
 from attrbench.registry import METHODS
+from attrbench.runtime.store import COMPACT, Store, export_compact
 
-arguments = [a for a in sys.argv[1:] if a != "--without-work"]
+FLAGS = ("--without-work", "--compact")
+arguments = [a for a in sys.argv[1:] if a not in FLAGS]
 if len(arguments) != 2:
-    sys.exit("usage: python tools/publish_run.py RUN_FOLDER TARGET [--without-work]")
+    sys.exit("usage: python tools/publish_run.py RUN_FOLDER TARGET [--without-work] [--compact]")
 source, target = map(Path, arguments)
-with_work = "--without-work" not in sys.argv[1:]
+with_work, compact = "--without-work" not in sys.argv[1:], "--compact" in sys.argv[1:]
 if target.resolve() == source.resolve() or target.resolve() in source.resolve().parents:
     sys.exit(f"error: {target} holds the run folder {source}; publish into another folder")
 files = ["leaderboard.md", "report.html", "statistics.json", "store.sqlite"] + ["work.sqlite"] * with_work
@@ -52,6 +56,14 @@ if with_work:
 with closing(sqlite3.connect(target / "store.sqlite", isolation_level=None)) as db:
     db.execute("VACUUM")
     db.execute("PRAGMA journal_mode=DELETE")
+if compact:
+    store = Store(target / "store.sqlite", readonly=True)
+    try:
+        rows = export_compact(store, target / COMPACT)
+    finally:
+        store.close()
+    (target / "store.sqlite").unlink()
+    print(f"{rows} rows in {COMPACT}")
 size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
 left_out = (f"{len(dropped)} of {len(keys)} cached attributions were maps, left out" if with_work
             else "no shared-work cache")

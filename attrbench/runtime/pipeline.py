@@ -24,6 +24,7 @@ import torch
 from tqdm.auto import tqdm
 
 from ..errors import InputError
+from ..models.zoo import cache_dir
 from ..ops.environment import library_versions
 from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
 from ..plugin.method import Method
@@ -35,7 +36,7 @@ from .external import Precomputed, read_attributions
 from .options import RunOptions
 from .plan import SHARED, Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite, row_key
 from .provenance import model_provenance
-from .store import Store, StoreError, writer_lock
+from .store import COMPACT, Store, StoreError, run_store, writer_lock
 
 
 class Pipeline:
@@ -270,8 +271,10 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
 def _extend_from(source: Path, run_dir: Path) -> None:
     """Start a run folder from a copy of another's results (and shared work, where there is some); a folder
     already extended from the same source resumes as it is."""
-    if not (source / "store.sqlite").is_file():
-        raise InputError(f"--extend {source}: not a run folder (no store.sqlite); give a folder like reports/default")
+    published = run_store(source, cache_dir())
+    if published is None:
+        raise InputError(f"--extend {source}: not a run folder (no store.sqlite or {COMPACT}); give a folder like "
+                         "reports/default")
     origin = str(source.resolve())
     if (run_dir / "store.sqlite").exists():
         existing = Store(run_dir / "store.sqlite", readonly=True)
@@ -281,10 +284,10 @@ def _extend_from(source: Path, run_dir: Path) -> None:
         finally:
             existing.close()
         raise InputError(f"--extend {source}: {run_dir} already holds other results; extend into a new folder (--out)")
-    Store(source / "store.sqlite", readonly=True).close()  # refuses a damaged or older store before copying
-    for name in ("work.sqlite", "store.sqlite"):  # the store last: it marks a finished copy
-        if (source / name).is_file():  # SQLite's backup: a consistent copy, rows still in a WAL file included
-            with closing(sqlite3.connect(source / name)) as src, \
+    Store(published, readonly=True).close()  # refuses a damaged or older store before copying
+    for name, path in (("work.sqlite", source / "work.sqlite"), ("store.sqlite", published)):  # the store last:
+        if path.is_file():  # it marks a finished copy. SQLite's backup: consistent, rows still in a WAL included
+            with closing(sqlite3.connect(path)) as src, \
                     closing(sqlite3.connect(run_dir / f"{name}.partial")) as dst:
                 src.backup(dst)
             if name == "store.sqlite":
@@ -310,9 +313,9 @@ META_KEYS = ("config", "plan", "versions", "models", "options", "started", "fini
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
     """The records of a run (with intervals) and its metadata, read from its store only (no model is loaded)."""
-    path = Path(run_dir) / "store.sqlite"
-    if not path.is_file():
-        raise InputError(f"{run_dir} is not a run folder (no store.sqlite); run `attrbench run` first")
+    path = run_store(run_dir, cache_dir())
+    if path is None:
+        raise InputError(f"{run_dir} is not a run folder (no store.sqlite or {COMPACT}); run `attrbench run` first")
     store = Store(path, readonly=True)
     try:
         meta = {k: store.meta(k) for k in META_KEYS}

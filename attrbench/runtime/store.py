@@ -11,7 +11,9 @@ one folder, and the leaderboard is read from the rows the current config asks fo
 SQLite rather than parquet: a shard's rows are committed in one transaction, so a run killed at any
 moment (SIGKILL included) leaves only whole shards, and a resumed run appends without rewriting; the
 file needs no server and ships with Python. Each row carries the sha256 of its payload, checked on
-every read, so a damaged file is reported, never silently dropped.
+every read, so a damaged file is reported, never silently dropped. A published run may carry its rows as
+``results.parquet`` instead (:func:`export_compact`, a fraction of the size for the repository); reading it
+rebuilds the SQLite store once in the cache (:func:`run_store`).
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import json
 import os
 import sqlite3
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterable, Iterator, Optional
@@ -125,6 +128,76 @@ class Store:
 
     def close(self) -> None:
         self.db.close()
+
+
+# -- a published run's rows, compact ---------------------------------------------------------------
+COMPACT = "results.parquet"  # a published run folder's rows in place of store.sqlite (tools/publish_run.py)
+_COLUMNS = ("key", "suite", "eval", "method", "example", "payload", "created")
+
+
+def export_compact(store: Store, path: str | Path) -> int:
+    """Write the store's rows and metadata to one parquet file (zstd, page checksums): about a tenth of the
+    SQLite file, which repeats every key in its index and a sha256 per row. Returns the number of rows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = store.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM results ORDER BY key").fetchall()
+    table = pa.table({name: [row[i] for row in rows] for i, name in enumerate(_COLUMNS)},
+                     schema=pa.schema([(name, pa.string()) for name in _COLUMNS]))
+    meta = dict(store.db.execute("SELECT key, value FROM meta").fetchall())
+    header = json.dumps({"meta": meta, "rows": len(rows)}).encode()  # the plan lists every sampled example: zlib
+    table = table.replace_schema_metadata({"attrbench": zlib.compress(header, 9)})
+    partial = Path(path).with_suffix(".partial")
+    pq.write_table(table, partial, compression="zstd", compression_level=19, write_page_checksum=True,
+                   use_dictionary=["suite", "eval", "method", "example", "created"])
+    partial.replace(path)
+    return len(rows)
+
+
+def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
+    """The SQLite store of a run folder: its store.sqlite, or, for a compact published folder, its
+    results.parquet rebuilt once into ``cache`` (named by the file's content, so an edited file is rebuilt;
+    each row's sha256 recomputed, the file's page checksums verified). None if the folder has neither."""
+    run_dir = Path(run_dir)
+    if (run_dir / "store.sqlite").is_file():
+        return run_dir / "store.sqlite"
+    source = run_dir / COMPACT
+    if not source.is_file():
+        return None
+    import hashlib
+
+    import pyarrow.parquet as pq
+
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    target = cache / "published" / f"{digest}.sqlite"
+    if target.is_file():
+        return target
+    try:
+        table = pq.read_table(source, page_checksum_verification=True)
+        header = json.loads(zlib.decompress((table.schema.metadata or {})[b"attrbench"]))
+        if table.num_rows != header["rows"] or tuple(table.column_names) != _COLUMNS:
+            raise ValueError(f"{table.num_rows} rows of {header['rows']}")
+    except (OSError, ValueError, KeyError, TypeError, zlib.error) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise StoreError(f"{source} is damaged ({first[:100]}); restore it (git checkout) or rerun the "
+                         "config to recompute it") from None
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"{digest}.{os.getpid()}.partial")
+    partial.unlink(missing_ok=True)
+    store = Store(partial)
+    try:
+        columns = [table.column(name).to_pylist() for name in _COLUMNS]
+        values = [(key, suite, ev, method, example, payload, text_sha256(payload), created)
+                  for key, suite, ev, method, example, payload, created in zip(*columns)]
+        with store.db:
+            store.db.execute("BEGIN IMMEDIATE")
+            store.db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
+            store.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)", list(header["meta"].items()))
+        store.db.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        store.close()
+    partial.replace(target)
+    return target
 
 
 @contextmanager

@@ -1,5 +1,6 @@
 """Leaderboard runs: configs, the row store, work that is computed once (methods, metrics, resumes, runs, Ray
 workers), anytime runs within a budget, SIGKILL resume, devices, extending a published run."""
+import io
 import json
 import os
 import signal
@@ -23,7 +24,7 @@ from attrbench.runtime.config import parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
 from attrbench.runtime.options import RunOptions
 from attrbench.runtime.pipeline import collect, evaluate, plan_config, run_leaderboard
-from attrbench.runtime.store import Store, StoreError
+from attrbench.runtime.store import COMPACT, Store, StoreError, export_compact
 from tests.conftest import has_real_weights
 
 CONFIG = """
@@ -189,6 +190,50 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
         run_leaderboard(config, published, progress=False, extend=mine)
     with pytest.raises(InputError, match="not a run folder"):
         run_leaderboard(config, tmp_path / "other", progress=False, extend=tmp_path)
+
+
+def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file, tmp_path):
+    """tools/publish_run.py --compact: results.parquet in place of store.sqlite gives the same records and
+    metadata, extends to the same rows, and a damaged file is refused in one line, never read in part."""
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["faithfulness_corr", "erasure_aopc"], methods=["alti", "blank_out"], n=4)
+    published, compact = tmp_path / "published", tmp_path / "compact"
+    run_leaderboard(config, published, progress=False)
+    compact.mkdir()
+    store = Store(published / "store.sqlite", readonly=True)
+    rows = export_compact(store, compact / COMPACT)
+    assert rows == store.count() > 0
+    store.close()
+    with sqlite3.connect(published / "work.sqlite") as src, sqlite3.connect(compact / "work.sqlite") as dst:
+        src.backup(dst)  # as publish_run copies it (rows still in the WAL file included)
+    assert collect(compact) == collect(published)
+    config["suite"][0]["methods"] = ["alti", "blank_out", "grad_l2"]
+    from_store = run_leaderboard(config, tmp_path / "a", progress=False, extend=published)
+    from_compact = run_leaderboard(config, tmp_path / "b", progress=False, extend=compact)
+    assert (from_compact["rows"], from_compact["attributions"]) == (from_store["rows"], from_store["attributions"]) \
+        == (2 * 4, 4)
+    scored = [[(r["eval"], r["method"], r["values"]) for r in collect(tmp_path / name)[0] if r["eval"] != "timing"]
+              for name in ("a", "b")]  # timing is measured anew
+    assert scored[0] == scored[1]
+    data = (compact / COMPACT).read_bytes()
+    import pyarrow.parquet as pq
+
+    def flipped(at):
+        return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
+
+    def reads_quietly(damaged):  # without the page checksums: a flip that decompresses into other values
+        (compact / COMPACT).write_bytes(damaged)
+        try:
+            return pq.read_table(compact / COMPACT) != pq.read_table(io.BytesIO(data))
+        except (OSError, ValueError):
+            return False
+
+    quiet = next(flipped(at) for at in range(4, len(data) // 2) if reads_quietly(flipped(at)))
+    for damaged in (data[:len(data) // 2], quiet):
+        (compact / COMPACT).write_bytes(damaged)
+        with pytest.raises(StoreError, match="is damaged") as err:
+            collect(compact)
+        assert "\n" not in str(err.value)
 
 
 def test_budget_stops_cleanly_and_a_later_run_continues(config_file, tmp_path):
