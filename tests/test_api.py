@@ -90,6 +90,9 @@ def test_the_collections_a_notebook_holds_are_taken_as_lists():
     arrays = attrbench.evaluate("tiny-gpt2", np.array(["alti", "random"]), pd.Series(["erasure_aopc"]),
                                 "sva-generated", n=np.int64(3), seed=np.int32(1), progress=False)
     pd.testing.assert_frame_equal(arrays.results, lists.results)
+    for unordered_or_not_names in [{"alti", "grad_l2"}, np.array("alti"), {"alti": {}}, 3, b"alti"]:
+        with pytest.raises(InputError, match="methods must be names"):
+            attrbench.attribute("tiny-bert", texts, unordered_or_not_names, target="auto")
     for bad, words in [(dict(n=3.0), "whole number"), (dict(n=np.bool_(True)), "whole number"),
                        (dict(seed=-1), "whole number")]:
         with pytest.raises(InputError, match=words):
@@ -181,12 +184,22 @@ def test_load_run_results_equal_the_leaderboards_means(tmp_path):
 REPORTS = Path(__file__).parent.parent / "reports"
 
 
-def test_the_published_default_loads_and_its_means_are_the_leaderboards():
-    """reports/default (what README command 1 writes, committed) read back from its store alone: the
-    per-(method, metric) means of its results are those its leaderboard.md shows."""
-    run = attrbench.load_run(REPORTS / "default")
+PUBLISHED = sorted(folder.name for folder in REPORTS.iterdir()
+                   if (folder / "store.sqlite").is_file() or (folder / "results.parquet").is_file())
+
+
+def test_the_default_and_the_full_comparison_are_published():
+    assert PUBLISHED == ["default", "full"]
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_a_published_run_loads_and_its_means_are_the_leaderboards(name):
+    """reports/default (what README command 1 writes) and reports/full (published compactly), read back from
+    their stores alone: the per-(method, metric) means of the results are those the committed leaderboard.md
+    shows."""
+    run = attrbench.load_run(REPORTS / name)
     means = run.results.groupby(["model", "eval", "metric", "method"]).value.mean()
-    markdown = (REPORTS / "default" / "leaderboard.md").read_text()
+    markdown = (REPORTS / name / "leaderboard.md").read_text()
     checked = 0
     for record in run.records:
         if record.get("mean") is None or len(record.get("values", ())) != len(record.get("example_ids", ())):

@@ -17,6 +17,7 @@ rebuilds the SQLite store once in the cache (:func:`run_store`).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -138,8 +139,8 @@ _COLUMNS = ("key", "suite", "eval", "method", "example", "payload", "created")
 def export_compact(store: Store, path: str | Path) -> int:
     """Write the store's rows and metadata to one parquet file (zstd, page checksums): about a tenth of the
     SQLite file, which repeats every key in its index and a sha256 per row. Returns the number of rows."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    import pyarrow as pa  # heavy: only when publishing compactly
+    import pyarrow.parquet as pq  # heavy: as above
 
     rows = store.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM results ORDER BY key").fetchall()
     table = pa.table({name: [row[i] for row in rows] for i, name in enumerate(_COLUMNS)},
@@ -164,9 +165,7 @@ def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
     source = run_dir / COMPACT
     if not source.is_file():
         return None
-    import hashlib
-
-    import pyarrow.parquet as pq
+    import pyarrow.parquet as pq  # heavy: only for a compact published folder
 
     digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
     target = cache / "published" / f"{digest}.sqlite"
