@@ -34,9 +34,9 @@ from .context import RunContext
 from .executors import LocalExecutor
 from .external import Precomputed, read_attributions
 from .options import RunOptions
-from .plan import SHARED, Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite, row_key
+from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
-from .store import COMPACT, Store, StoreError, run_store, writer_lock
+from .store import COMPACT, SHARED, Store, StoreError, row_key, run_store, writer_lock
 
 
 class Pipeline:

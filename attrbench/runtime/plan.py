@@ -29,8 +29,7 @@ from ..plugin.evaluation import EvalContext, Evaluation
 from ..plugin.method import Method
 from ..registry import EVALS, METHODS
 from .context import RunContext
-
-SHARED = "-"  # the method of a row every method of an example shares
+from .store import SHARED, row_key
 
 
 @dataclass(frozen=True)
@@ -125,12 +124,6 @@ def example_tag(example: Example) -> str:
     """What a row's key needs of an example beside its id: its text and target (a changed data file or target
     gives other rows, never mixed with these)."""
     return text_sha256(example.text + "\x00" + example.target)
-
-
-def row_key(weights: str, dtype: str, dataset: str, split: Optional[str], eval_key: str, method_key: str,
-            example_id: str, tag: str = "") -> str:
-    """The key of one result row: everything its payload depends on."""
-    return text_sha256("|".join([weights, dtype, dataset, str(split), eval_key, method_key, example_id, tag]))
 
 
 @dataclass

@@ -25,7 +25,7 @@ import time
 import zlib
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional
 
 try:
     import fcntl  # POSIX advisory locks; released by the OS when the holder dies, so a lock is never stale
@@ -42,6 +42,18 @@ CREATE TABLE IF NOT EXISTS results (
     payload TEXT NOT NULL, sha256 TEXT NOT NULL, created TEXT NOT NULL);
 """
 FORMAT = 2  # the row store; format 1 (one row per unit of many examples) is not read
+SHARED = "-"  # the method of a row every method of an example shares
+
+
+def row_key(weights: str, dtype: str, dataset: str, split: Optional[str], eval_key: str, method_key: str,
+            example_id: str, tag: str = "") -> str:
+    """The key of one result row: everything its payload depends on."""
+    return text_sha256("|".join([weights, dtype, dataset, str(split), eval_key, method_key, example_id, tag]))
+
+
+def dump_payload(payload: object) -> str:
+    """A payload's stored text (its checksum is of this text; a compact file's rows are rebuilt to it)."""
+    return json.dumps(payload, default=float, allow_nan=False)
 
 
 class StoreError(AttrbenchError):
@@ -104,7 +116,7 @@ class Store:
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         values = []
         for row in rows:
-            payload = json.dumps(row["payload"], default=float, allow_nan=False)
+            payload = dump_payload(row["payload"])
             values.append((row["key"], row["suite"], row["eval"], row["method"], row["example"], payload,
                            text_sha256(payload), stamp))
         with self.db:
@@ -134,18 +146,77 @@ class Store:
 # -- a published run's rows, compact ---------------------------------------------------------------
 COMPACT = "results.parquet"  # a published run folder's rows in place of store.sqlite (tools/publish_run.py)
 _COLUMNS = ("key", "suite", "eval", "method", "example", "payload", "created")
+_TYPED = "payload_"  # columns of payloads stored as typed values, one per evaluation and payload shape
+
+
+def _planned_key(meta: dict) -> Callable[[str, str, str, str], Optional[str]]:
+    """The key of a row of the run's plan, recomputed from its suite, evaluation, method and example (None for
+    a row the plan does not name): a compact file leaves out the keys it can recompute, a third of its size."""
+    suites = {suite["name"]: suite for suite in json.loads(meta.get("plan") or "[]")}
+    tags = {name: {example: tag for example, tag in suite["examples"]} for name, suite in suites.items()}
+
+    def key(suite: str, eval_key: str, method_key: str, example: str) -> Optional[str]:
+        tag = tags.get(suite, {}).get(example)
+        if tag is None:
+            return None
+        plan = suites[suite]
+        return row_key(plan["weights"], plan["dtype"], plan["dataset"], plan["split"], eval_key, method_key,
+                       example, tag)
+    return key
+
+
+def _shape(value: object) -> object:
+    """What a payload's typed column depends on: its dict keys in order and each leaf's type; None where a
+    dict is empty (a struct type needs a field)."""
+    if isinstance(value, dict):
+        fields = tuple((k, _shape(v)) for k, v in value.items())
+        return fields if fields and all(shape is not None for _, shape in fields) else None
+    return "list" if isinstance(value, list) else type(value).__name__
+
+
+def _typed_columns(evals: list[str], payloads: list[str]) -> tuple[list[Optional[str]], dict[str, object]]:
+    """Payloads as typed columns where that is lossless (each group of rows with one evaluation and payload shape
+    is converted and converted back, and kept typed only if every row's text comes back identical); the rest
+    as text. Typed floats compress to about a third of their decimal text."""
+    import pyarrow as pa  # heavy: only when publishing compactly
+
+    groups: dict[tuple, list[int]] = {}
+    values = [json.loads(text) for text in payloads]
+    for i, value in enumerate(values):
+        shape = _shape(value)
+        if isinstance(shape, tuple):  # a dict
+            groups.setdefault((evals[i], shape), []).append(i)
+    text, columns = list(payloads), {}
+    for rows in groups.values():
+        try:
+            column = pa.array([values[i] for i in rows])
+            back = column.to_pylist()
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            continue
+        if all(dump_payload(b) == payloads[i] for b, i in zip(back, rows)):
+            spread = [None] * len(payloads)
+            for i, value in zip(rows, back):
+                spread[i], text[i] = value, None
+            columns[f"{_TYPED}{len(columns)}"] = pa.array(spread, type=column.type)
+    return text, columns
 
 
 def export_compact(store: Store, path: str | Path) -> int:
-    """Write the store's rows and metadata to one parquet file (zstd, page checksums): about a tenth of the
-    SQLite file, which repeats every key in its index and a sha256 per row. Returns the number of rows."""
+    """Write the store's rows and metadata to one parquet file (zstd, page checksums) that rebuilds the store
+    row for row: keys the run's plan gives are left out and recomputed, payloads are typed columns where that
+    is lossless, rows sorted so that like rows sit together. About a twentieth of the SQLite file. Returns the
+    number of rows."""
     import pyarrow as pa  # heavy: only when publishing compactly
     import pyarrow.parquet as pq  # heavy: as above
 
-    rows = store.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM results ORDER BY key").fetchall()
-    table = pa.table({name: [row[i] for row in rows] for i, name in enumerate(_COLUMNS)},
-                     schema=pa.schema([(name, pa.string()) for name in _COLUMNS]))
+    rows = store.db.execute(f"SELECT {', '.join(_COLUMNS)} FROM results ORDER BY suite, eval, method, example, "
+                            "key").fetchall()
     meta = dict(store.db.execute("SELECT key, value FROM meta").fetchall())
+    planned = _planned_key(meta)
+    columns = {name: [row[i] for row in rows] for i, name in enumerate(_COLUMNS)}
+    columns["key"] = [None if planned(*row[1:5]) == row[0] else row[0] for row in rows]
+    columns["payload"], typed = _typed_columns(columns["eval"], columns["payload"])
+    table = pa.table({**{name: pa.array(columns[name], pa.string()) for name in _COLUMNS}, **typed})
     header = json.dumps({"meta": meta, "rows": len(rows)}).encode()  # the plan lists every sampled example: zlib
     table = table.replace_schema_metadata({"attrbench": zlib.compress(header, 9)})
     partial = Path(path).with_suffix(".partial")
@@ -153,6 +224,30 @@ def export_compact(store: Store, path: str | Path) -> int:
                    use_dictionary=["suite", "eval", "method", "example", "created"])
     partial.replace(path)
     return len(rows)
+
+
+def _compact_rows(table, header: dict) -> list[tuple]:
+    """The store's rows from a compact file's table: left-out keys recomputed, typed payloads back to text."""
+    import pyarrow.compute as pc  # heavy: only for a compact published folder
+
+    names = table.column_names
+    if tuple(names[:len(_COLUMNS)]) != _COLUMNS or not all(n.startswith(_TYPED) for n in names[len(_COLUMNS):]):
+        raise ValueError(f"columns {names[:9]}")
+    keys, payloads = table.column("key").to_pylist(), table.column("payload").to_pylist()
+    for name in names[len(_COLUMNS):]:
+        column = table.column(name)
+        at = pc.indices_nonzero(column.is_valid())
+        for i, value in zip(at, column.take(at).to_pylist()):
+            payloads[i] = dump_payload(value)
+    planned = _planned_key(header["meta"])
+    suites, evals, methods, examples, created = (table.column(n).to_pylist() for n in _COLUMNS[1:5] + ("created",))
+    out = []
+    for i, (key, payload) in enumerate(zip(keys, payloads)):
+        key = key or planned(suites[i], evals[i], methods[i], examples[i])
+        if key is None or payload is None:
+            raise ValueError(f"row {i} has no {'key' if key is None else 'payload'}")
+        out.append((key, suites[i], evals[i], methods[i], examples[i], payload, text_sha256(payload), created[i]))
+    return out
 
 
 def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
@@ -174,8 +269,9 @@ def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
     try:
         table = pq.read_table(source, page_checksum_verification=True)
         header = json.loads(zlib.decompress((table.schema.metadata or {})[b"attrbench"]))
-        if table.num_rows != header["rows"] or tuple(table.column_names) != _COLUMNS:
+        if table.num_rows != header["rows"]:
             raise ValueError(f"{table.num_rows} rows of {header['rows']}")
+        values = _compact_rows(table, header)
     except (OSError, ValueError, KeyError, TypeError, zlib.error) as err:
         first = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise StoreError(f"{source} is damaged ({first[:100]}); restore it (git checkout) or rerun the "
@@ -185,9 +281,6 @@ def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
     partial.unlink(missing_ok=True)
     store = Store(partial)
     try:
-        columns = [table.column(name).to_pylist() for name in _COLUMNS]
-        values = [(key, suite, ev, method, example, payload, text_sha256(payload), created)
-                  for key, suite, ev, method, example, payload, created in zip(*columns)]
         with store.db:
             store.db.execute("BEGIN IMMEDIATE")
             store.db.executemany("INSERT INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)

@@ -24,7 +24,7 @@ from attrbench.runtime.config import parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
 from attrbench.runtime.options import RunOptions
 from attrbench.runtime.pipeline import collect, evaluate, plan_config, run_leaderboard
-from attrbench.runtime.store import COMPACT, Store, StoreError, export_compact
+from attrbench.runtime.store import COMPACT, Store, StoreError, export_compact, run_store
 from tests.conftest import has_real_weights
 
 CONFIG = """
@@ -207,6 +207,15 @@ def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file
     with sqlite3.connect(published / "work.sqlite") as src, sqlite3.connect(compact / "work.sqlite") as dst:
         src.backup(dst)  # as publish_run copies it (rows still in the WAL file included)
     assert collect(compact) == collect(published)
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(compact / COMPACT)  # keys the plan gives left out, payloads typed where lossless
+    assert table.column("key").null_count == rows and table.column("payload").null_count > rows // 2
+    assert any(name.startswith("payload_") for name in table.column_names)
+    rebuilt = run_store(compact, tmp_path / "cache")
+    with sqlite3.connect(published / "store.sqlite") as a, sqlite3.connect(rebuilt) as b:
+        assert sorted(b.execute("SELECT * FROM results")) == sorted(a.execute("SELECT * FROM results"))  # bit for bit
+        assert sorted(b.execute("SELECT * FROM meta")) == sorted(a.execute("SELECT * FROM meta"))
     config["suite"][0]["methods"] = ["alti", "blank_out", "grad_l2"]
     from_store = run_leaderboard(config, tmp_path / "a", progress=False, extend=published)
     from_compact = run_leaderboard(config, tmp_path / "b", progress=False, extend=compact)
@@ -216,8 +225,6 @@ def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file
               for name in ("a", "b")]  # timing is measured anew
     assert scored[0] == scored[1]
     data = (compact / COMPACT).read_bytes()
-    import pyarrow.parquet as pq
-
     def flipped(at):
         return data[:at] + bytes([data[at] ^ 0xFF]) + data[at + 1:]
 
