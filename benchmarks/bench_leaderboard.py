@@ -6,10 +6,12 @@ forward seconds vs the floor, attribution seconds per method, end to end; and th
 Each suite of CONFIG (default: the shipped default) runs alone on its first ``--n`` examples, scoring
 evaluations only (the analyses rank nothing), from an empty folder. Printed per suite:
 
-- ``requested``: model inputs the metrics asked for (repeats across methods and metrics included);
-  ``distinct``: the distinct ones; ``sent``: those that went through the model (0 repeats: ``sent = distinct``);
-- ``forward s``: seconds in the model's forward passes; ``floor s``: distinct inputs divided by the rate
-  measured here for this model on the suite's own texts in full batches (the best batching can do);
+- ``requested``: model inputs the metrics asked for (repeats across methods and metrics included; soft
+  erasure's masked-embedding samples count one input each); ``distinct``: the distinct ones; ``sent``: those
+  that went through the model (0 repeats: ``sent = distinct``);
+- ``forward s``: seconds in the model's forward passes; ``floor s``: the distinct inputs' tokens divided by the
+  rate measured here for this model on the suite's own texts and their prefixes in full batches (the best
+  batching can do; tokens, since a full-length input costs more than a short prefix);
 - ``attribution s``: the methods' own measured seconds (each first call, a warm-up, not counted);
 - ``planning s`` (loading the model, sampling), ``computing s`` and its ratio to ``attribution s + floor s``
   (what is left: each method's first, warm-up call, the metrics' own bookkeeping, storing rows), and
@@ -50,9 +52,9 @@ def scoring_suite(entry: dict, n: int) -> dict:
     return suite
 
 
-def floor_rate(model: str, dataset: str, n: int, seed: int) -> float:
-    """Texts per second this model scores in full, distinct, length-sorted batches of the suite's own texts and
-    their prefixes (the lengths perturbation produces)."""
+def floor_rate(model: str, dataset: str, n: int, seed: int) -> tuple[float, float]:
+    """Texts and tokens per second this model scores in full, distinct, length-sorted batches of the suite's own
+    texts and their prefixes (the lengths perturbation produces)."""
     adapter = load_model(model)
     examples = sample(examples_for(adapter, dataset)[0], max(n, 8), seed)
     requests = []
@@ -68,7 +70,8 @@ def floor_rate(model: str, dataset: str, n: int, seed: int) -> float:
     batcher = Batcher()
     start = time.perf_counter()
     batcher.answer(requests)
-    return batcher.rows_sent / (time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    return batcher.rows_sent / seconds, batcher.tokens_distinct / seconds
 
 
 def run_suite(config: dict, suite: dict, folder: Path) -> dict:
@@ -93,12 +96,13 @@ def main() -> None:
     for k, entry in enumerate(config["suite"]):
         suite = scoring_suite(entry, args.n)
         summary = run_suite(config, suite, out / f"suite{k}")
-        rate = floor_rate(suite["model"], suite["dataset"], args.n, config["seed"])
-        floor = summary["distinct_rows"] / rate
+        rate, token_rate = floor_rate(suite["model"], suite["dataset"], args.n, config["seed"])
+        floor = summary["distinct_tokens"] / token_rate
         rows.append({"suite": f"{suite['model']} · {suite['dataset']}", "n": args.n,
                      "methods": len(METHODS.names()), "requested": summary["requested_rows"],
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
-                     "texts/s floor": round(rate, 1), "forward s": round(summary["forward_seconds"], 1),
+                     "distinct tokens": summary["distinct_tokens"], "texts/s floor": round(rate, 1),
+                     "tokens/s floor": round(token_rate), "forward s": round(summary["forward_seconds"], 1),
                      "floor s": round(floor, 1), "attribution s": round(summary["attribution_seconds"], 1),
                      "planning s": round(summary["plan_seconds"], 1),
                      "computing s": round(summary["compute_seconds"], 1),

@@ -22,7 +22,7 @@ score varies. The raw drops are kept as named variants: ``soft_comprehensiveness
 import numpy as np
 import torch
 
-from attrbench.plugin import Evaluation, InputError, Param, register, special_mask
+from attrbench.plugin import Evaluation, InputError, MaskedEmbeddings, Param, Readout, answer, register, special_mask
 
 IMPORTANCE = ("minmax", "sigmoid", "positive")
 METRICS = {"soft_nc": True, "soft_ns": True, "soft_comprehensiveness_raw": True, "soft_sufficiency_raw": False}
@@ -60,17 +60,17 @@ def keep_probabilities(scores: np.ndarray, special: np.ndarray, importance: str 
     return out
 
 
-@torch.no_grad()
 def masked_probability(adapter, ids: list[int], readout_row: int, resolved, keep: np.ndarray, uniform: torch.Tensor
                        ) -> float:
     """Mean scored probability over Bernoulli masks of the embeddings: dimension d of token i kept where
-    ``uniform[s, i, d] < keep[i]``."""
-    tokens = torch.tensor([ids], device=adapter.device)
-    embeds = adapter.model.get_input_embeddings()(tokens)  # (1, n, d)
-    masks = (uniform < torch.as_tensor(keep, device=adapter.device)[None, :, None]).to(embeds.dtype)
-    logits = adapter.row_logits(readout_row, inputs_embeds=embeds * masks,
-                                attention_mask=torch.ones(masks.shape[:2], dtype=torch.long, device=adapter.device))
-    return float(resolved.probability(logits).double().mean())
+    ``uniform[s, i, d] < keep[i]`` (one example alone; a run batches the samples of every method)."""
+    return float(answer(_masked(adapter, ids, readout_row, resolved, keep, uniform)))
+
+
+def _masked(adapter, ids, readout_row, resolved, keep, uniform):
+    """The request generator of :func:`masked_probability`: a scheduler answers it with other methods' samples."""
+    values = yield MaskedEmbeddings(adapter, Readout.of(resolved), tuple(ids), readout_row, keep, uniform)
+    return float(np.mean(values))
 
 
 class SoftErasure(Evaluation):
@@ -99,8 +99,8 @@ class SoftErasure(Evaluation):
     def shared(self, work):
         special = special_mask(work.adapter, work.ids)
         p_full = yield from work.perturbations().full()
-        p_zero = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved,
-                                    special.astype(float), self._uniform(work)[:1])
+        p_zero = yield from _masked(work.adapter, work.ids, work.resolved.row, work.resolved, special.astype(float),
+                                    self._uniform(work)[:1])
         return {"p_full": p_full, "p_zero": p_zero}
 
     def score(self, work, result):
@@ -110,9 +110,9 @@ class SoftErasure(Evaluation):
             return dict.fromkeys(METRICS)
         uniform = self._uniform(work)
         p_full = yield from work.perturbations().full()
-        p_comp = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved,
+        p_comp = yield from _masked(work.adapter, work.ids, work.resolved.row, work.resolved,
                                     np.where(special, 1.0, 1.0 - q), uniform)
-        p_suff = masked_probability(work.adapter, work.ids, work.resolved.row, work.resolved, q, uniform)
+        p_suff = yield from _masked(work.adapter, work.ids, work.resolved.row, work.resolved, q, uniform)
         return {"soft_comprehensiveness_raw": p_full - p_comp, "soft_sufficiency_raw": p_full - p_suff}
 
     def summarise(self, scored, shared):

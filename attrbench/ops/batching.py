@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from ..models.adapter import pad_ids
-from .perturb import Forward, read
+from .perturb import Forward, MaskedEmbeddings, masked_probabilities, read
 
 
 def forward_key(weights: str, dtype: str, index: int, contrast: Optional[int], row: int, ids) -> bytes:
@@ -53,6 +53,7 @@ class Batcher:
         self.batch_tokens, self.max_batch = batch_tokens, max_batch
         self.rows_requested = 0  # sequences asked for, repeats included
         self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
+        self.tokens_distinct = 0  # their tokens (a floor's cost grows with length)
         self.rows_cached = 0  # distinct sequences a cache answered
         self.rows_sent = 0  # sequences sent through a model
         self.batches = 0
@@ -82,12 +83,15 @@ class Batcher:
         except StopIteration as done:
             results[key] = done.value
             return
-        if not isinstance(request, Forward):
-            raise TypeError(f"an evaluation yielded {type(request).__name__}; it may yield Forward requests only")
+        if not isinstance(request, (Forward, MaskedEmbeddings)):
+            raise TypeError(f"an evaluation yielded {type(request).__name__}; it may yield Forward or "
+                            "MaskedEmbeddings requests only")
         waiting[key] = (generator, request)
 
-    def answer(self, requests: list[Forward]) -> None:
+    def answer(self, requests: list[Forward | MaskedEmbeddings]) -> None:
         """Fill each request's ``answer``: cached outputs, and the rest from batched forward passes."""
+        self._answer_masked([request for request in requests if isinstance(request, MaskedEmbeddings)])
+        requests = [request for request in requests if isinstance(request, Forward)]
         keys = []
         unique: dict[bytes, tuple] = {}
         for request in requests:
@@ -102,6 +106,7 @@ class Batcher:
         known = self.cache.forward_get(unique)
         missing = [(key, *unique[key]) for key in unique if key not in known]
         self.rows_distinct += len(unique)
+        self.tokens_distinct += sum(len(ids) for _, _, ids, _ in unique.values())
         self.rows_cached += len(unique) - len(missing)
         if missing:
             computed = self._compute(missing)
@@ -148,3 +153,44 @@ class Batcher:
         self.rows_sent += len(batch)
         self.batches += 1
         return start + len(batch)
+
+    def _answer_masked(self, requests: list[MaskedEmbeddings]) -> None:
+        """Soft erasure's masked-embedding samples of every method and example of a round, in batches of one model
+        and length bounded by the token budget (no padding; nothing to deduplicate or cache)."""
+        groups: dict[tuple, list[tuple[MaskedEmbeddings, int]]] = {}
+        for request in requests:
+            request.answer = np.empty(request.samples)
+            groups.setdefault((id(request.adapter), len(request.ids)), []).extend(
+                (request, s) for s in range(request.samples))
+            self.rows_requested += request.samples
+            self.rows_distinct += request.samples
+            self.tokens_distinct += request.samples * len(request.ids)
+        for (_, length), samples in groups.items():
+            start = 0
+            while start < len(samples):
+                chunk = samples[start:start + max(1, min(self.max_batch, self.batch_tokens // length))]
+                pieces = []  # (request, first sample, last sample + 1), consecutive samples of one request together
+                for request, s in chunk:
+                    if pieces and pieces[-1][0] is request:
+                        pieces[-1][2] = s + 1
+                    else:
+                        pieces.append([request, s, s + 1])
+                began = time.perf_counter()
+                try:
+                    values = masked_probabilities(pieces)
+                except torch.OutOfMemoryError:
+                    if len(chunk) == 1:
+                        raise
+                    torch.cuda.empty_cache()
+                    self.oom_halvings += 1
+                    self.max_batch = max(1, len(chunk) // 2)
+                    self.batch_tokens = max(length, self.batch_tokens // 2)
+                    continue  # a smaller batch from the same place
+                self.forward_seconds += time.perf_counter() - began
+                at = 0
+                for request, first, stop in pieces:
+                    request.answer[first:stop] = values[at:at + stop - first]
+                    at += stop - first
+                self.rows_sent += len(chunk)
+                self.batches += 1
+                start += len(chunk)

@@ -96,16 +96,59 @@ class Forward:
     answer: Optional[np.ndarray] = field(default=None, repr=False)
 
 
-Requests = Generator[Forward, np.ndarray, Any]
+@dataclass
+class MaskedEmbeddings:
+    """A request for the scored probability of one example under masks of its input embeddings (soft erasure):
+    sample s keeps dimension d of token i where ``uniform[s, i, d] < keep[i]``. Each sample is one model input,
+    never cached (the masks follow one method's scores); ``answer`` holds one probability per sample."""
+
+    adapter: Any
+    readout: Readout
+    ids: tuple[int, ...]
+    row: int
+    keep: np.ndarray  # (n,) keep probabilities
+    uniform: torch.Tensor  # (S, n, d) uniform draws, shared by every method of an example
+    answer: Optional[np.ndarray] = field(default=None, repr=False)
+
+    @property
+    def samples(self) -> int:
+        return int(self.uniform.shape[0])
+
+    def inputs(self, start: int, stop: int) -> torch.Tensor:
+        """The masked input embeddings of samples ``start`` .. ``stop``: (stop − start, n, d), on the model's device."""
+        device = self.adapter.device
+        embeds = self.adapter.model.get_input_embeddings()(torch.tensor([self.ids], device=device))  # (1, n, d)
+        keep = torch.as_tensor(self.keep, device=device)
+        masks = (self.uniform[start:stop].to(device) < keep[None, :, None]).to(embeds.dtype)
+        return embeds * masks
+
+
+@torch.no_grad()
+def masked_probabilities(pieces: Sequence[tuple[MaskedEmbeddings, int, int]]) -> np.ndarray:
+    """The scored probabilities of samples ``start`` .. ``stop`` of each (request, start, stop), in one forward
+    pass: the requests share a model and a sequence length (nothing is padded)."""
+    adapter = pieces[0][0].adapter
+    embeds = torch.cat([request.inputs(start, stop) for request, start, stop in pieces])
+    rows = [request.row for request, start, stop in pieces for _ in range(start, stop)]
+    readouts = [request.readout for request, start, stop in pieces for _ in range(start, stop)]
+    mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=adapter.device)
+    return read(adapter.row_logits(rows, inputs_embeds=embeds, attention_mask=mask), readouts)
+
+
+Requests = Generator[Forward | MaskedEmbeddings, np.ndarray, Any]
 
 
 def answer(generator: Requests, batch_size: int = 64):
-    """Run one request generator alone, answering each :class:`Forward` with direct forward passes."""
+    """Run one request generator alone, answering each request with direct forward passes."""
     try:
         request = next(generator)
         while True:
-            values = target_probabilities(request.adapter, request.readout, request.sequences, request.rows,
-                                          batch_size)
+            if isinstance(request, MaskedEmbeddings):
+                values = np.concatenate([masked_probabilities([(request, k, min(k + batch_size, request.samples))])
+                                         for k in range(0, request.samples, batch_size)])
+            else:
+                values = target_probabilities(request.adapter, request.readout, request.sequences, request.rows,
+                                              batch_size)
             request = generator.send(values)
     except StopIteration as done:
         return done.value

@@ -35,7 +35,17 @@ from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.hashing import file_sha256
 from ..ops.measure import timed
 from ..ops.numeric import safe_divide
-from ..ops.perturb import OPERATORS, UNITS, Forward, Perturbations, Readout, ceil_count, target_probabilities
+from ..ops.perturb import (
+                           OPERATORS,
+                           UNITS,
+                           Forward,
+                           MaskedEmbeddings,
+                           Perturbations,
+                           Readout,
+                           answer,
+                           ceil_count,
+                           target_probabilities,
+)
 from ..ops.stats import RANKS, map_change, mean_of_defined, spearman
 from ..ops.targets import ResolvedTarget, Target, head_kind, no_head_reason, resolve_text
 from ..ops.tokens import non_special, ranked, special_mask, word_tokens
@@ -63,7 +73,7 @@ __all__ = [
     "TransformerAdapter", "forward_hooks", "norm_spec", "Activation", "head_steps", "no_readout_reason",
     # shared operations
     "rollout", "row_normalise", "with_identity", "safe_divide", "timed", "file_sha256", "Perturbations", "Forward",
-    "Readout", "OPERATORS", "UNITS", "ceil_count",
+    "MaskedEmbeddings", "answer", "Readout", "OPERATORS", "UNITS", "ceil_count",
     "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "Target", "ResolvedTarget",
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",
     # data

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from attrbench.ops.batching import Batcher, MemoryCache
-from attrbench.ops.perturb import Forward, Readout, target_probabilities
+from attrbench.ops.perturb import Forward, MaskedEmbeddings, Readout, answer, target_probabilities
 
 
 def _requests(adapter, n=9):
@@ -74,5 +74,56 @@ def test_plain_values_pass_through_and_other_yields_are_refused():
         yield "not a request"
 
     assert Batcher().run({"a": 1.5}) == {"a": 1.5}
-    with pytest.raises(TypeError, match="Forward requests only"):
+    with pytest.raises(TypeError, match="Forward or MaskedEmbeddings requests only"):
         Batcher().run({"b": bad()})
+
+
+def _masked(adapter, text, keep_seed, samples=7):
+    ids = tuple(adapter.tokenizer(text)["input_ids"])
+    rng = np.random.default_rng(keep_seed)
+    uniform = torch.from_numpy(np.random.default_rng(0).random((samples, len(ids), 32)))
+    return MaskedEmbeddings(adapter, Readout(3, 5), ids, len(ids) - 1, rng.random(len(ids)), uniform)
+
+
+@pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
+def test_masked_embedding_samples_of_many_requests_batch_together_and_equal_each_alone(tiny_models, model,
+                                                                                         monkeypatch):
+    """Soft erasure's samples: gathered across requests (methods) of one length into token-budgeted batches
+    that may split a request, each sample counted as one model input; answers equal each request alone, also
+    after a CUDA out-of-memory halves the batch."""
+    adapter = tiny_models[(model, "float64")]
+    texts = ["the keys to the cabinet are on the table", "the key to the cabinets is here", "the keys are"]
+    requests = [_masked(adapter, text, seed) for seed in range(3) for text in texts]  # 3 methods x 3 examples
+
+    def alone(request):
+        def one():
+            return (yield MaskedEmbeddings(request.adapter, request.readout, request.ids, request.row, request.keep,
+                                           request.uniform))
+        return answer(one(), batch_size=1)
+
+    expected = [alone(request) for request in requests]
+    budget = 3 * len(requests[0].ids)  # three samples of the longest text per batch: batches split requests
+    batcher = Batcher(batch_tokens=budget)
+    batcher.answer(requests)
+    for request, values in zip(requests, expected):
+        assert request.answer.shape == (7,)
+        np.testing.assert_allclose(request.answer, values, rtol=0, atol=1e-12)
+    assert batcher.rows_sent == batcher.rows_distinct == batcher.rows_requested == 7 * len(requests)
+    assert batcher.tokens_distinct == sum(7 * len(r.ids) for r in requests)
+    lengths = {len(r.ids) for r in requests}
+    assert batcher.batches < len(requests) * 7 and batcher.batches >= sum(
+        -(-7 * 3 // max(1, budget // n)) for n in lengths)  # length groups, never mixed
+    real = adapter.row_logits
+
+    def small_memory(rows, **inputs):
+        if len(rows) > 2:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(rows, **inputs)
+
+    monkeypatch.setattr(adapter, "row_logits", small_memory)
+    again = [_masked(adapter, text, seed) for seed in range(3) for text in texts]
+    small = Batcher(batch_tokens=10_000)
+    small.answer(again)
+    for request, values in zip(again, expected):
+        np.testing.assert_allclose(request.answer, values, rtol=0, atol=1e-12)
+    assert small.oom_halvings >= 1 and small.max_batch <= 2
