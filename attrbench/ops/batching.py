@@ -133,6 +133,16 @@ class Batcher:
                 start = self._run_batch(group[start:end], out, start)
         return out
 
+    def _halve(self, rows: int, length: int) -> None:
+        """Called while handling a CUDA out-of-memory on a batch of ``rows``: later batches are half as large; a
+        single row that does not fit re-raises it."""
+        if rows == 1:
+            raise  # noqa: PLE0704 -- the out-of-memory being handled
+        torch.cuda.empty_cache()
+        self.oom_halvings += 1
+        self.max_batch = max(1, rows // 2)
+        self.batch_tokens = max(length, self.batch_tokens // 2)
+
     def _run_batch(self, batch: list[tuple], out: dict, start: int) -> int:
         adapter = batch[0][1]
         began = time.perf_counter()
@@ -140,12 +150,7 @@ class Batcher:
             ids, mask = pad_ids([item[3] for item in batch], adapter.tokenizer.pad_token_id, adapter.device)
             logits = adapter.row_logits([item[4] for item in batch], input_ids=ids, attention_mask=mask)
         except torch.OutOfMemoryError:
-            if len(batch) == 1:
-                raise
-            torch.cuda.empty_cache()
-            self.oom_halvings += 1
-            self.max_batch = max(1, len(batch) // 2)
-            self.batch_tokens = max(len(batch[0][3]), self.batch_tokens // 2)
+            self._halve(len(batch), len(batch[0][3]))
             return start  # the caller packs a smaller batch from the same place
         values = read(logits, [item[2] for item in batch])  # to numpy: the device's work is finished here
         self.forward_seconds += time.perf_counter() - began
@@ -179,12 +184,7 @@ class Batcher:
                 try:
                     values = masked_probabilities(pieces)
                 except torch.OutOfMemoryError:
-                    if len(chunk) == 1:
-                        raise
-                    torch.cuda.empty_cache()
-                    self.oom_halvings += 1
-                    self.max_batch = max(1, len(chunk) // 2)
-                    self.batch_tokens = max(length, self.batch_tokens // 2)
+                    self._halve(len(chunk), length)
                     continue  # a smaller batch from the same place
                 self.forward_seconds += time.perf_counter() - began
                 at = 0

@@ -51,10 +51,8 @@ def test_a_shared_cache_answers_a_second_batcher_without_passes(tiny_models):
     assert other.rows_sent == len(sequences)
 
 
-def test_out_of_memory_halves_the_batch_and_keeps_the_answers(tiny_models, monkeypatch):
-    adapter = tiny_models[("tiny-gpt2", "float64")]
-    sequences, rows = _requests(adapter)
-    expected = target_probabilities(adapter, Readout(2), sequences, rows)
+def _small_memory(monkeypatch, adapter):
+    """A device that runs out of memory on batches of more than two rows."""
     real = adapter.row_logits
 
     def small_memory(rows, **inputs):
@@ -63,6 +61,13 @@ def test_out_of_memory_halves_the_batch_and_keeps_the_answers(tiny_models, monke
         return real(rows, **inputs)
 
     monkeypatch.setattr(adapter, "row_logits", small_memory)
+
+
+def test_out_of_memory_halves_the_batch_and_keeps_the_answers(tiny_models, monkeypatch):
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    sequences, rows = _requests(adapter)
+    expected = target_probabilities(adapter, Readout(2), sequences, rows)
+    _small_memory(monkeypatch, adapter)
     batcher = Batcher(batch_tokens=10_000)
     result = batcher.run({0: _generator(adapter, sequences, rows, Readout(2))})
     np.testing.assert_allclose(result[0][0], expected, rtol=0, atol=1e-12)
@@ -113,14 +118,7 @@ def test_masked_embedding_samples_of_many_requests_batch_together_and_equal_each
     lengths = {len(r.ids) for r in requests}
     assert batcher.batches < len(requests) * 7 and batcher.batches >= sum(
         -(-7 * 3 // max(1, budget // n)) for n in lengths)  # length groups, never mixed
-    real = adapter.row_logits
-
-    def small_memory(rows, **inputs):
-        if len(rows) > 2:
-            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
-        return real(rows, **inputs)
-
-    monkeypatch.setattr(adapter, "row_logits", small_memory)
+    _small_memory(monkeypatch, adapter)
     again = [_masked(adapter, text, seed) for seed in range(3) for text in texts]
     small = Batcher(batch_tokens=10_000)
     small.answer(again)
