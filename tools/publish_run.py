@@ -35,6 +35,7 @@ if missing == ["work.sqlite"]:
     sys.exit(f"error: {source} has no shared-work cache (work.sqlite); publish it with --without-work")
 if missing:  # checked before the old target is removed, so a wrong source never costs a published run
     sys.exit(f"error: {source} is not a finished run folder (no {missing[0]}); run `attrbench report {source}` first")
+final, target = target, target.with_name(target.name + ".partial")  # built beside it, swapped in when complete
 if target.exists():
     shutil.rmtree(target)
 target.mkdir(parents=True)
@@ -64,6 +65,10 @@ if compact:
         store.close()
     (target / "store.sqlite").unlink()
     print(f"{rows} rows in {COMPACT}")
+if final.exists():
+    shutil.rmtree(final)  # only now: a publish that fails leaves the published run as it was
+target.replace(final)
+target = final
 size = sum(f.stat().st_size for f in target.rglob("*") if f.is_file())
 left_out = (f"{len(dropped)} of {len(keys)} cached attributions were maps, left out" if with_work
             else "no shared-work cache")

@@ -146,6 +146,7 @@ class Store:
 # -- a published run's rows, compact ---------------------------------------------------------------
 COMPACT = "results.parquet"  # a published run folder's rows in place of store.sqlite (tools/publish_run.py)
 _COLUMNS = ("key", "suite", "eval", "method", "example", "payload", "created")
+COMPACT_FORMAT = 2  # 1: every key and payload as text; 2: keys the plan gives left out, typed payload columns
 _TYPED = "payload_"  # columns of payloads stored as typed values, one per evaluation and payload shape
 
 
@@ -166,12 +167,22 @@ def _planned_key(meta: dict) -> Callable[[str, str, str, str], Optional[str]]:
 
 
 def _shape(value: object) -> object:
-    """What a payload's typed column depends on: its dict keys in order and each leaf's type; None where a
-    dict is empty (a struct type needs a field)."""
+    """What a payload's typed column depends on: its dict keys in order and each leaf's type."""
     if isinstance(value, dict):
-        fields = tuple((k, _shape(v)) for k, v in value.items())
-        return fields if fields and all(shape is not None for _, shape in fields) else None
+        return tuple((k, _shape(v)) for k, v in value.items())
     return "list" if isinstance(value, list) else type(value).__name__
+
+
+def _writable(kind) -> bool:
+    """Whether parquet can hold a column of this arrow type: no struct without fields at any depth (an empty
+    dict, such as an analysis record's ``eval_params``, inside a list or a dict)."""
+    import pyarrow as pa  # heavy: only when publishing compactly
+
+    if pa.types.is_struct(kind):
+        return kind.num_fields > 0 and all(_writable(field.type) for field in kind)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _writable(kind.value_type)
+    return True
 
 
 def _typed_columns(evals: list[str], payloads: list[str]) -> tuple[list[Optional[str]], dict[str, object]]:
@@ -192,6 +203,8 @@ def _typed_columns(evals: list[str], payloads: list[str]) -> tuple[list[Optional
             column = pa.array([values[i] for i in rows])
             back = column.to_pylist()
         except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            continue
+        if not _writable(column.type):
             continue
         if all(dump_payload(b) == payloads[i] for b, i in zip(back, rows)):
             spread = [None] * len(payloads)
@@ -217,7 +230,7 @@ def export_compact(store: Store, path: str | Path) -> int:
     columns["key"] = [None if planned(*row[1:5]) == row[0] else row[0] for row in rows]
     columns["payload"], typed = _typed_columns(columns["eval"], columns["payload"])
     table = pa.table({**{name: pa.array(columns[name], pa.string()) for name in _COLUMNS}, **typed})
-    header = json.dumps({"meta": meta, "rows": len(rows)}).encode()  # the plan lists every sampled example: zlib
+    header = json.dumps({"format": COMPACT_FORMAT, "meta": meta, "rows": len(rows)}).encode()  # the plan lists every sampled example: zlib
     table = table.replace_schema_metadata({"attrbench": zlib.compress(header, 9)})
     partial = Path(path).with_suffix(".partial")
     pq.write_table(table, partial, compression="zstd", compression_level=19, write_page_checksum=True,
@@ -269,6 +282,9 @@ def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
     try:
         table = pq.read_table(source, page_checksum_verification=True)
         header = json.loads(zlib.decompress((table.schema.metadata or {})[b"attrbench"]))
+        if header.get("format", 1) > COMPACT_FORMAT:
+            raise StoreError(f"{source} is of compact format {header['format']}, newer than this attrbench reads "
+                             f"({COMPACT_FORMAT}); read it with a newer attrbench")
         if table.num_rows != header["rows"]:
             raise ValueError(f"{table.num_rows} rows of {header['rows']}")
         values = _compact_rows(table, header)
