@@ -9,9 +9,10 @@ evaluations only (the analyses rank nothing), from an empty folder. Printed per 
 - ``requested``: model inputs the metrics asked for (repeats across methods and metrics included; soft
   erasure's masked-embedding samples count one input each); ``distinct``: the distinct ones; ``sent``: those
   that went through the model (0 repeats: ``sent = distinct``);
-- ``forward s``: seconds in the model's forward passes; ``floor s``: the distinct inputs' tokens divided by the
-  rate measured here for this model on the suite's own texts and their prefixes in full batches (the best
-  batching can do; tokens, since a full-length input costs more than a short prefix);
+- ``forward s``: seconds in the model's forward passes; ``floor s``: the tokens of the inputs sent (the run's
+  distinct inputs: from an empty folder, only an input no earlier round computed is sent) divided by the rate
+  measured here for this model on the suite's own texts and their prefixes in full, length-sorted batches (the
+  best batching can do; tokens, since a full-length input costs more than a short prefix);
 - ``attribution s``: the methods' own measured seconds (each first call, a warm-up, not counted);
 - ``planning s`` (loading the model, sampling), ``computing s`` and its ratio to ``attribution s + floor s``
   (what is left: each method's first, warm-up call, the metrics' own bookkeeping, storing rows), and
@@ -71,7 +72,7 @@ def floor_rate(model: str, dataset: str, n: int, seed: int) -> tuple[float, floa
     start = time.perf_counter()
     batcher.answer(requests)
     seconds = time.perf_counter() - start
-    return batcher.rows_sent / seconds, batcher.tokens_distinct / seconds
+    return batcher.rows_sent / seconds, batcher.tokens_sent / seconds
 
 
 def run_suite(config: dict, suite: dict, folder: Path) -> dict:
@@ -97,11 +98,11 @@ def main() -> None:
         suite = scoring_suite(entry, args.n)
         summary = run_suite(config, suite, out / f"suite{k}")
         rate, token_rate = floor_rate(suite["model"], suite["dataset"], args.n, config["seed"])
-        floor = summary["distinct_tokens"] / token_rate
+        floor = summary["model_tokens"] / token_rate
         rows.append({"suite": f"{suite['model']} · {suite['dataset']}", "n": args.n,
                      "methods": len(METHODS.names()), "requested": summary["requested_rows"],
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
-                     "distinct tokens": summary["distinct_tokens"], "texts/s floor": round(rate, 1),
+                     "tokens sent": summary["model_tokens"], "texts/s floor": round(rate, 1),
                      "tokens/s floor": round(token_rate), "forward s": round(summary["forward_seconds"], 1),
                      "floor s": round(floor, 1), "attribution s": round(summary["attribution_seconds"], 1),
                      "planning s": round(summary["plan_seconds"], 1),

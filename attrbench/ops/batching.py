@@ -53,9 +53,9 @@ class Batcher:
         self.batch_tokens, self.max_batch = batch_tokens, max_batch
         self.rows_requested = 0  # sequences asked for, repeats included
         self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
-        self.tokens_distinct = 0  # their tokens (a floor's cost grows with length)
         self.rows_cached = 0  # distinct sequences a cache answered
         self.rows_sent = 0  # sequences sent through a model
+        self.tokens_sent = 0  # their tokens (a floor's cost grows with length)
         self.batches = 0
         self.oom_halvings = 0
         self.forward_seconds = 0.0  # wall seconds inside the model's forward passes (synchronised on CUDA)
@@ -106,7 +106,6 @@ class Batcher:
         known = self.cache.forward_get(unique)
         missing = [(key, *unique[key]) for key in unique if key not in known]
         self.rows_distinct += len(unique)
-        self.tokens_distinct += sum(len(ids) for _, _, ids, _ in unique.values())
         self.rows_cached += len(unique) - len(missing)
         if missing:
             computed = self._compute(missing)
@@ -156,6 +155,7 @@ class Batcher:
         self.forward_seconds += time.perf_counter() - began
         out.update(zip((item[0] for item in batch), values.tolist()))
         self.rows_sent += len(batch)
+        self.tokens_sent += sum(len(item[3]) for item in batch)
         self.batches += 1
         return start + len(batch)
 
@@ -169,7 +169,6 @@ class Batcher:
                 (request, s) for s in range(request.samples))
             self.rows_requested += request.samples
             self.rows_distinct += request.samples
-            self.tokens_distinct += request.samples * len(request.ids)
         for (_, length), samples in groups.items():
             start = 0
             while start < len(samples):
@@ -192,5 +191,6 @@ class Batcher:
                     request.answer[first:stop] = values[at:at + stop - first]
                     at += stop - first
                 self.rows_sent += len(chunk)
+                self.tokens_sent += len(chunk) * length
                 self.batches += 1
                 start += len(chunk)

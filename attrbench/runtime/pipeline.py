@@ -88,7 +88,7 @@ class Pipeline:
                 yield plans[job.suite], job
 
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
-                "forward_seconds", "attribution_seconds", "distinct_tokens")
+                "forward_seconds", "attribution_seconds", "model_tokens")
         totals = {"jobs": 0, **dict.fromkeys(keys, 0)}
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
