@@ -9,10 +9,10 @@ evaluations only (the analyses rank nothing), from an empty folder. Printed per 
 - ``requested``: model inputs the metrics asked for (repeats across methods and metrics included; soft
   erasure's masked-embedding samples count one input each); ``distinct``: the distinct ones; ``sent``: those
   that went through the model (0 repeats: ``sent = distinct``);
-- ``forward s``: seconds in the model's forward passes; ``floor s``: the tokens of the inputs sent (the run's
-  distinct inputs: from an empty folder, only an input no earlier round computed is sent) divided by the rate
-  measured here for this model on the suite's own texts and their prefixes in full, length-sorted batches (the
-  best batching can do; tokens, since a full-length input costs more than a short prefix);
+- ``forward s``: seconds in the model's forward passes; ``floor s``: what the inputs sent (the run's distinct
+  inputs: from an empty folder, only an input no earlier round computed is sent) would cost in full batches,
+  ``per_row * inputs + per_token * tokens``, with both rates fitted to this model's measured seconds per input
+  at six lengths and lowered to lie at or below each (:func:`floor_cost`; the largest relative gap is printed);
 - ``attribution s``: the methods' own measured seconds (each first call, a warm-up, not counted);
 - ``planning s`` (loading the model, sampling), ``computing s`` and its ratio to ``attribution s + floor s``
   (what is left: each method's first, warm-up call, the metrics' own bookkeeping, storing rows), and
@@ -30,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -53,26 +54,35 @@ def scoring_suite(entry: dict, n: int) -> dict:
     return suite
 
 
-def floor_rate(model: str, dataset: str, n: int, seed: int) -> tuple[float, float]:
-    """Texts and tokens per second this model scores in full, distinct, length-sorted batches of the suite's own
-    texts and their prefixes (the lengths perturbation produces)."""
+def floor_cost(model: str, dataset: str, n: int, seed: int) -> dict:
+    """Seconds per model input of L tokens in full batches, fitted as ``per_row + per_token * L``: measured on
+    batches the batcher fills to its own limits (token budget, rows per batch) at six lengths spanning the
+    suite's texts, of distinct inputs drawn from the suite's own tokens (a forward pass costs the same whatever
+    the ids). Short inputs cost more per token (a batch of them is bounded by rows, not tokens), so a floor in
+    texts/s or tokens/s alone misprices a run whose inputs differ in length from the measurement's. The fitted
+    line is lowered until it is at or below every measurement, so that the floor never exceeds one."""
     adapter = load_model(model)
     examples = sample(examples_for(adapter, dataset)[0], max(n, 8), seed)
-    requests = []
-    for example in examples:
-        ids = adapter.tokenizer(example.text)["input_ids"]
-        resolved = resolve_text(adapter, ids, example.target)
-        if resolved.index is None:
-            continue
-        sequences = [tuple(ids[:k]) + tuple(ids[len(ids) - 1:]) for k in range(1, len(ids))]  # distinct lengths
-        requests.append(Forward(adapter, Readout.of(resolved), sequences, [len(s) - 1 for s in sequences]))
-    batcher = Batcher()
-    batcher.answer(requests[:1])  # warm-up
-    batcher = Batcher()
-    start = time.perf_counter()
-    batcher.answer(requests)
-    seconds = time.perf_counter() - start
-    return batcher.rows_sent / seconds, batcher.tokens_sent / seconds
+    encoded = [adapter.tokenizer(example.text)["input_ids"] for example in examples]
+    readout = next(Readout.of(resolved) for ids, example in zip(encoded, examples)
+                   if (resolved := resolve_text(adapter, ids, example.target)).index is not None)
+    pool, rng = [t for ids in encoded for t in ids], np.random.default_rng(seed)
+
+    def seconds_per_row(length: int, batches: int) -> float:
+        batcher = Batcher()
+        rows = batches * max(1, min(batcher.max_batch, batcher.batch_tokens // length))
+        sequences = [tuple(int(t) for t in rng.choice(pool, length)) for _ in range(rows)]
+        batcher.answer([Forward(adapter, readout, sequences, [length - 1] * rows)])
+        return batcher.forward_seconds / batcher.rows_sent
+
+    seconds_per_row(8, 1)  # warm-up
+    lengths = sorted({int(x) for x in np.linspace(2, max(map(len, encoded)), 6)})
+    measured = [seconds_per_row(length, 3) for length in lengths]
+    per_token, per_row = np.polyfit(lengths, measured, 1)
+    per_row -= max(0.0, float(np.max(per_row + per_token * np.array(lengths) - measured)))  # below every point
+    fitted = per_row + per_token * np.array(lengths)
+    return {"per_row": float(per_row), "per_token": float(per_token), "lengths": lengths,
+            "measured": measured, "fit_error": float(np.max(np.abs(fitted / measured - 1)))}
 
 
 def run_suite(config: dict, suite: dict, folder: Path) -> dict:
@@ -97,19 +107,21 @@ def main() -> None:
     for k, entry in enumerate(config["suite"]):
         suite = scoring_suite(entry, args.n)
         summary = run_suite(config, suite, out / f"suite{k}")
-        rate, token_rate = floor_rate(suite["model"], suite["dataset"], args.n, config["seed"])
-        floor = summary["model_tokens"] / token_rate
+        cost = floor_cost(suite["model"], suite["dataset"], args.n, config["seed"])
+        floor = cost["per_row"] * summary["model_rows"] + cost["per_token"] * summary["model_tokens"]
         rows.append({"suite": f"{suite['model']} · {suite['dataset']}", "n": args.n,
                      "methods": len(METHODS.names()), "requested": summary["requested_rows"],
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
-                     "tokens sent": summary["model_tokens"], "texts/s floor": round(rate, 1),
-                     "tokens/s floor": round(token_rate), "forward s": round(summary["forward_seconds"], 1),
+                     "tokens sent": summary["model_tokens"], "floor ms/input": round(1e3 * cost["per_row"], 3),
+                     "floor ms/token": round(1e3 * cost["per_token"], 4), "floor fit error": round(cost["fit_error"], 3),
+                     "forward s": round(summary["forward_seconds"], 1),
                      "floor s": round(floor, 1), "attribution s": round(summary["attribution_seconds"], 1),
                      "planning s": round(summary["plan_seconds"], 1),
                      "computing s": round(summary["compute_seconds"], 1),
                      "end-to-end s": round(summary["end_to_end"], 1),
                      "computing × (attribution + floor)": round(
                          summary["compute_seconds"] / (summary["attribution_seconds"] + floor), 2)})
+        rows[-1]["floor measured"] = {length: round(x, 6) for length, x in zip(cost["lengths"], cost["measured"])}
         print(pd.DataFrame(rows[-1:]).to_string(index=False), flush=True)
         if args.add and k == 0:
             without = copy.deepcopy(suite)
