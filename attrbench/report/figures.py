@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from matplotlib import transforms as mtransforms
 from matplotlib.ticker import NullFormatter
 
 from ..decompose import Decomposition
@@ -121,8 +122,13 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     for (a, b), different in significant.items():
         matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if different else 1.0
     fig, ax = new_figure((9.5, 0.28 * len(order) + 1.4))
-    sp.critical_difference_diagram(pd.Series(stats["average_rank"]), matrix, ax=ax, cd=stats.get("cd"),
-                                   alpha=stats["alpha"], label_props={"fontsize": 8})
+    ranks = pd.Series(stats["average_rank"])
+    sp.critical_difference_diagram(ranks, matrix, ax=ax, alpha=stats["alpha"], label_props={"fontsize": 8})
+    if stats.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
+        above = mtransforms.offset_copy(ax.get_xaxis_transform(), fig=fig, y=22, units="points")
+        start = ranks.min()
+        ax.plot([start, start + stats["cd"]], [1, 1], transform=above, color="k", lw=2, clip_on=False)
+        ax.text(start + stats["cd"], 1, f"  CD = {stats['cd']:.2g}", transform=above, va="center", fontsize=8)
     title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
              f"{'Nemenyi CD %.2f' % stats['cd'] if stats.get('cd') else stats['verdict']})")
     stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-cd".replace("/", "_")
