@@ -94,7 +94,7 @@ class SoftErasure(Evaluation):
     def _uniform(self, work) -> torch.Tensor:
         width = work.adapter.model.get_input_embeddings().embedding_dim
         draws = work.rng("soft_erasure").random((self.samples, len(work.ids), width))
-        return torch.from_numpy(draws).to(work.adapter.device)
+        return torch.from_numpy(draws)  # float64 on the CPU (MPS has no float64): only the masks go to the device
 
     def shared(self, work):
         special = special_mask(work.adapter, work.ids)

@@ -107,7 +107,7 @@ class MaskedEmbeddings:
     ids: tuple[int, ...]
     row: int
     keep: np.ndarray  # (n,) keep probabilities
-    uniform: torch.Tensor  # (S, n, d) uniform draws, shared by every method of an example
+    uniform: torch.Tensor  # (S, n, d) float64 uniform draws on the CPU, shared by every method of an example
     answer: Optional[np.ndarray] = field(default=None, repr=False)
 
     @property
@@ -118,8 +118,8 @@ class MaskedEmbeddings:
         """The masked input embeddings of samples ``start`` .. ``stop``: (stop − start, n, d), on the model's device."""
         device = self.adapter.device
         embeds = self.adapter.model.get_input_embeddings()(torch.tensor([self.ids], device=device))  # (1, n, d)
-        keep = torch.as_tensor(self.keep, device=device)
-        masks = (self.uniform[start:stop].to(device) < keep[None, :, None]).to(embeds.dtype)
+        keep = torch.as_tensor(self.keep, dtype=self.uniform.dtype, device=self.uniform.device)
+        masks = (self.uniform[start:stop] < keep[None, :, None]).to(device=device, dtype=embeds.dtype)
         return embeds * masks
 
 
