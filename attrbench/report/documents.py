@@ -143,7 +143,9 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
                        f"(Kendall tau of the method orders {pair['Kendall tau [95% CI]']}).")
         seconds = _cost(records, model, dataset, "seconds_per_example")
         ratio = _cost(records, model, dataset, "cost_vs_forward")
-        priced = [(median_iqr(seconds[m])[0], m) for m in top if seconds.get(m) and median_iqr(seconds[m])]
+        floor = stats["group"].get("random")  # a top group that holds the random baseline shows nothing worth a price
+        beats_random = [m for m in top if m != "random" and (floor is None or stats["group"][m] < floor)]
+        priced = [(median_iqr(seconds[m])[0], m) for m in beats_random if seconds.get(m) and median_iqr(seconds[m])]
         if priced:
             cheapest = min(priced)
             times = median_iqr(ratio.get(cheapest[1], []))

@@ -103,3 +103,31 @@ def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
                                             "weights sha256 cccccccccccc…")  # no machine's cache path
     own = {"model_source": "/data/my-bert", "weights_sha256": "d" * 64}
     assert model_line("/data/my-bert", own) == "- model `/data/my-bert`: /data/my-bert, weights sha256 dddddddddddd…"
+
+
+def _suite_with_groups(groups: dict[str, int]):
+    from types import SimpleNamespace
+
+    from attrbench.report.tables import Table
+
+    order = list(groups)
+    statistics = {"verdict": "ranked", "order": order, "group": groups, "k": len(order), "n": 30, "cd": 1.5,
+                  "metric": "aopc", "average_rank": {m: i + 1.0 for i, m in enumerate(order)}, "adjacent": []}
+    evaluation = SimpleNamespace(name="erasure_aopc", derived=False, headline=0)
+    table = Table("minilm-l6-sst2", "sst2", evaluation, [], None, "", statistics)
+    records = [{"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "timing", "metric": "seconds_per_example",
+                "method": m, "values": [0.001 if m == "random" else 0.5 + i]} for i, m in enumerate(order)]
+    return {("minilm-l6-sst2", "sst2"): [table]}, records
+
+
+def test_findings_price_only_top_methods_that_beat_the_random_baseline():
+    """'The cheapest method of the top group' names a method worth its cost: never the random baseline, and no
+    method when the top group holds the random baseline (nothing beats it)."""
+    from attrbench.report.documents import findings
+
+    separated = findings(*_suite_with_groups({"alti": 1, "lime": 1, "random": 1, "saliency": 2}), {})
+    assert not any("cheapest" in line for line in separated)
+    assert any("3 of 3 methods are not in a better group than the random baseline" in line for line in separated)
+    better = findings(*_suite_with_groups({"lime": 1, "alti": 1, "random": 2, "saliency": 2}), {})
+    assert [line for line in better if "cheapest" in line] == [
+        "minilm-l6-sst2 · sst2: the cheapest method of the top group, lime, takes 0.500 s per example."]
