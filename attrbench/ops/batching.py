@@ -15,6 +15,7 @@ import hashlib
 import inspect
 import struct
 import time
+from collections import Counter
 from typing import Any, Optional
 
 import numpy as np
@@ -55,7 +56,7 @@ class Batcher:
         self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
         self.rows_cached = 0  # distinct sequences a cache answered
         self.rows_sent = 0  # sequences sent through a model
-        self.tokens_sent = 0  # their tokens (a floor's cost grows with length)
+        self.lengths_sent: Counter = Counter()  # their lengths: rows sent per length (a floor prices each length)
         self.batches = 0
         self.oom_halvings = 0
         self.forward_seconds = 0.0  # wall seconds inside the model's forward passes (synchronised on CUDA)
@@ -155,7 +156,7 @@ class Batcher:
         self.forward_seconds += time.perf_counter() - began
         out.update(zip((item[0] for item in batch), values.tolist()))
         self.rows_sent += len(batch)
-        self.tokens_sent += sum(len(item[3]) for item in batch)
+        self.lengths_sent.update(len(item[3]) for item in batch)
         self.batches += 1
         return start + len(batch)
 
@@ -191,6 +192,6 @@ class Batcher:
                     request.answer[first:stop] = values[at:at + stop - first]
                     at += stop - first
                 self.rows_sent += len(chunk)
-                self.tokens_sent += len(chunk) * length
+                self.lengths_sent[length] += len(chunk)
                 self.batches += 1
                 start += len(chunk)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections import Counter
 from contextlib import closing
 from pathlib import Path
 from typing import Iterator, Optional, Sequence
@@ -88,8 +89,8 @@ class Pipeline:
                 yield plans[job.suite], job
 
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
-                "forward_seconds", "attribution_seconds", "model_tokens")
-        totals = {"jobs": 0, **dict.fromkeys(keys, 0)}
+                "forward_seconds", "attribution_seconds")
+        totals = {"jobs": 0, **dict.fromkeys(keys, 0), "model_lengths": Counter()}  # rows sent per input length
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
@@ -102,6 +103,7 @@ class Pipeline:
             totals["jobs"] += 1
             for key in keys:
                 totals[key] += counts.get(key, 0)
+            totals["model_lengths"].update(counts.get("model_lengths", {}))
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))

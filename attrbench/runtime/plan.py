@@ -15,6 +15,7 @@ their sample. Every executor goes through :func:`run_job`.
 """
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -252,7 +253,7 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
     by_id = {e.id: e for e in plan.examples}
     batcher = context.batcher
     before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed,
-              batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds, batcher.tokens_sent)
+              batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds, Counter(batcher.lengths_sent))
     work, meta = {}, {}
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
     for example_id, (eval_key, method_key, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
@@ -275,4 +276,4 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                   "requested_rows": batcher.rows_requested - before[4],
                   "forward_seconds": batcher.forward_seconds - before[5],
                   "attribution_seconds": context.attribution_seconds - before[6],
-                  "model_tokens": batcher.tokens_sent - before[7]}
+                  "model_lengths": batcher.lengths_sent - before[7]}
