@@ -125,10 +125,13 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     ranks = pd.Series(stats["average_rank"])
     sp.critical_difference_diagram(ranks, matrix, ax=ax, alpha=stats["alpha"], label_props={"fontsize": 8})
     if stats.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
-        above = mtransforms.offset_copy(ax.get_xaxis_transform(), fig=fig, y=22, units="points")
-        start = ranks.min()
-        ax.plot([start, start + stats["cd"]], [1, 1], transform=above, color="k", lw=2, clip_on=False)
-        ax.text(start + stats["cd"], 1, f"  CD = {stats['cd']:.2g}", transform=above, va="center", fontsize=8)
+        start, end = ranks.min(), ranks.min() + stats["cd"]
+        left, right = ax.get_xlim()
+        ax.set_xlim(left, max(right, end))  # a CD wider than the ranks' span stays to scale, inside the figure
+        above = mtransforms.offset_copy(ax.get_xaxis_transform(), fig=fig, y=20, units="points")
+        ax.plot([start, end], [1, 1], transform=above, color="k", lw=2, clip_on=False)
+        ax.text((start + end) / 2, 1, f"CD = {stats['cd']:.2g}", transform=mtransforms.offset_copy(
+            above, fig=fig, y=3, units="points"), ha="center", va="bottom", fontsize=8)
     title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
              f"{'Nemenyi CD %.2f' % stats['cd'] if stats.get('cd') else stats['verdict']})")
     stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-cd".replace("/", "_")

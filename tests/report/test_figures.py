@@ -1,32 +1,38 @@
 """Figures of a report: what a reader must be able to read in them."""
 from types import SimpleNamespace
 
+import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from attrbench.report import figures
 from attrbench.report.tables import Table
 
 
-def test_the_critical_difference_bar_and_its_label_overlap_no_tick_label(tmp_path, monkeypatch):
+@pytest.mark.filterwarnings("error:Tight layout")  # a figure tight_layout cannot fit
+@pytest.mark.parametrize("cd", [2.4, 10.0])  # within the ranks' span, and wider than it (few examples)
+def test_the_critical_difference_bar_and_its_label_overlap_no_tick_label_and_stay_in_the_figure(cd, tmp_path,
+                                                                                               monkeypatch):
     methods = ["alti", "decompx", "lime", "random", "saliency", "occlusion"]
     ranks = dict(zip(methods, [1.4, 2.1, 2.9, 4.8, 5.0, 5.3]))
     pairs = {f"{a} vs {b}": (0.01 if abs(ranks[a] - ranks[b]) > 2 else 0.5)
              for i, a in enumerate(methods) for b in methods[i + 1:]}
     statistics = {"verdict": "ranked", "k": len(methods), "order": methods, "nemenyi": pairs, "alpha": 0.05,
-                  "average_rank": ranks, "cd": 2.4, "metric": "aopc", "n": 30}
+                  "average_rank": ranks, "cd": cd, "metric": "aopc", "n": 30}
     table = Table("minilm-l6-sst2", "sst2", SimpleNamespace(name="erasure_aopc"), [], None, "", statistics)
     drawn = []
-    monkeypatch.setattr(figures, "save_figure", lambda fig, path, title: drawn.append(fig) or path)
+    save = figures.save_figure  # laid out and saved as a report does, and kept to be measured
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path, title: drawn.append(fig) or save(fig, path, title))
     assert len(figures.critical_difference(table, tmp_path)) == 1
     canvas = FigureCanvasAgg(drawn[0])
     canvas.draw()
     renderer, fig = canvas.get_renderer(), drawn[0]
     ax = fig.axes[0]
     label = next(t for t in ax.texts if t.get_text().strip().startswith("CD ="))
-    bar = next(line for line in ax.lines if abs(abs(line.get_xdata()[-1] - line.get_xdata()[0]) - 2.4) < 1e-9)
+    bar = next(line for line in ax.lines if abs(abs(line.get_xdata()[-1] - line.get_xdata()[0]) - cd) < 1e-9)
     ticks = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_visible() and t.get_text()]
     assert ticks
     for artist in (label, bar):
         box = artist.get_window_extent(renderer)
         assert not any(box.overlaps(tick) for tick in ticks), artist
-    assert label.get_text().strip() == "CD = 2.4"
+        assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), artist
+    assert label.get_text().strip() == f"CD = {cd:.2g}"
