@@ -120,14 +120,14 @@ def main() -> None:
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
                      "tokens sent": sum(length * n for length, n in summary["model_lengths"].items()),
                      "forward s": round(summary["forward_seconds"], 1),
-                     "floor s": round(floor, 1), "measured floor s": round(cost["seconds"], 1), "attribution s": round(summary["attribution_seconds"], 1),
+                     "floor s": round(floor, 1), "measured floor s": round(cost["seconds"], 1),
+                     "attribution s": round(summary["attribution_seconds"], 1),
                      "planning s": round(summary["plan_seconds"], 1),
                      "computing s": round(summary["compute_seconds"], 1),
                      "end-to-end s": round(summary["end_to_end"], 1),
                      "computing × (attribution + floor)": round(
                          summary["compute_seconds"] / (summary["attribution_seconds"] + floor), 2)})
-        rows[-1][BY_LENGTH] = {length: round(x, 6)
-                               for length, x in zip(cost["lengths"], cost["measured"])}
+        rows[-1][BY_LENGTH] = {length: round(x, 6) for length, x in zip(cost["lengths"], cost["measured"])}
         print(pd.DataFrame(rows[-1:]).drop(columns=BY_LENGTH).to_string(index=False), flush=True)
         if args.add and k == 0:
             without = copy.deepcopy(suite)

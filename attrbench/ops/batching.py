@@ -55,8 +55,7 @@ class Batcher:
         self.rows_requested = 0  # sequences asked for, repeats included
         self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
         self.rows_cached = 0  # distinct sequences a cache answered
-        self.rows_sent = 0  # sequences sent through a model
-        self.lengths_sent: Counter = Counter()  # their lengths: rows sent per length (a floor prices each length)
+        self.lengths_sent: Counter = Counter()  # sequences sent through a model, per length (a floor prices each)
         self.batches = 0
         self.oom_halvings = 0
         self.forward_seconds = 0.0  # wall seconds inside the model's forward passes (synchronised on CUDA)
@@ -115,6 +114,11 @@ class Batcher:
         for request, request_keys in zip(requests, keys):
             request.answer = np.array([known[k] for k in request_keys], dtype=np.float64)
 
+    @property
+    def rows_sent(self) -> int:
+        """Sequences sent through a model."""
+        return sum(self.lengths_sent.values())
+
     @torch.no_grad()
     def _compute(self, items: list[tuple]) -> dict[bytes, float]:
         """Outputs of (key, adapter, readout, ids, row) items: per model, length-sorted, token-budgeted batches."""
@@ -155,7 +159,6 @@ class Batcher:
         values = read(logits, [item[2] for item in batch])  # to numpy: the device's work is finished here
         self.forward_seconds += time.perf_counter() - began
         out.update(zip((item[0] for item in batch), values.tolist()))
-        self.rows_sent += len(batch)
         self.lengths_sent.update(len(item[3]) for item in batch)
         self.batches += 1
         return start + len(batch)
@@ -191,7 +194,6 @@ class Batcher:
                 for request, first, stop in pieces:
                     request.answer[first:stop] = values[at:at + stop - first]
                     at += stop - first
-                self.rows_sent += len(chunk)
                 self.lengths_sent[length] += len(chunk)
                 self.batches += 1
                 start += len(chunk)

@@ -123,12 +123,11 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
         out.append(f"{name}: by {metric} (n = {stats['n']}), the top group is {', '.join(top)} (average ranks "
                    + ", ".join(f"{stats['average_rank'][m]:.1f}" for m in top)
                    + f"; Nemenyi critical difference {stats['cd']:.1f} of {stats['k']} methods).")
-        if "random" in stats["group"]:
-            floor = stats["group"]["random"]
-            not_better = [m for m in stats["order"] if m != "random" and stats["group"][m] >= floor]
-            if not_better:
-                out.append(f"{name}: {len(not_better)} of {stats['k'] - 1} methods are not in a better group than the "
-                           f"random baseline by {metric} (group {floor}): {', '.join(not_better)}.")
+        floor = stats["group"].get("random")  # the random baseline's group: a method not above it shows nothing
+        not_better = [m for m in stats["order"] if m != "random" and floor is not None and stats["group"][m] >= floor]
+        if not_better:
+            out.append(f"{name}: {len(not_better)} of {stats['k'] - 1} methods are not in a better group than the "
+                       f"random baseline by {metric} (group {floor}): {', '.join(not_better)}.")
         for comparison in stats.get("adjacent", [])[:max(1, len(top))]:
             a, b = comparison["pair"]
             if comparison["verdict"] == "equivalent":
@@ -143,8 +142,7 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
                        f"(Kendall tau of the method orders {pair['Kendall tau [95% CI]']}).")
         seconds = _cost(records, model, dataset, "seconds_per_example")
         ratio = _cost(records, model, dataset, "cost_vs_forward")
-        floor = stats["group"].get("random")  # a top group that holds the random baseline shows nothing worth a price
-        beats_random = [m for m in top if m != "random" and (floor is None or stats["group"][m] < floor)]
+        beats_random = [m for m in top if m != "random" and m not in not_better]
         priced = [(median_iqr(seconds[m])[0], m) for m in beats_random if seconds.get(m) and median_iqr(seconds[m])]
         if priced:
             cheapest = min(priced)

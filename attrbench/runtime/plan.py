@@ -253,7 +253,8 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
     by_id = {e.id: e for e in plan.examples}
     batcher = context.batcher
     before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed,
-              batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds, Counter(batcher.lengths_sent))
+              batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds,
+              Counter(batcher.lengths_sent))
     work, meta = {}, {}
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
     for example_id, (eval_key, method_key, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",

@@ -230,7 +230,8 @@ def export_compact(store: Store, path: str | Path) -> int:
     columns["key"] = [None if planned(*row[1:5]) == row[0] else row[0] for row in rows]
     columns["payload"], typed = _typed_columns(columns["eval"], columns["payload"])
     table = pa.table({**{name: pa.array(columns[name], pa.string()) for name in _COLUMNS}, **typed})
-    header = json.dumps({"format": COMPACT_FORMAT, "meta": meta, "rows": len(rows)}).encode()  # the plan lists every sampled example: zlib
+    # zlib: the plan lists every sampled example
+    header = json.dumps({"format": COMPACT_FORMAT, "meta": meta, "rows": len(rows)}).encode()
     table = table.replace_schema_metadata({"attrbench": zlib.compress(header, 9)})
     partial = Path(path).with_suffix(".partial")
     pq.write_table(table, partial, compression="zstd", compression_level=19, write_page_checksum=True,
