@@ -45,10 +45,13 @@ TOLERANCE = 0.01  # their convergence rule: relative change below 1 %, twice in 
 def exact_bounds(perturbations: Perturbations):
     """(L, H): the lowest and highest AOPC_comp over all orderings, by dynamic programming over subset sizes."""
     m = perturbations.m
-    low, high = {frozenset(): 0.0}, {frozenset(): 0.0}
-    for size in range(1, m):
-        layer = [frozenset(c) for c in combinations(range(m), size)]
-        gains = yield from perturbations.drops(layer)
+    layers = [[frozenset(c) for c in combinations(range(m), size)] for size in range(1, m)]
+    # every subset in one request: the DP needs no output before it has them all, and one round of requests
+    # fills full batches where m - 1 rounds (one per subset size) would send small ones
+    flat = yield from perturbations.drops([subset for layer in layers for subset in layer])
+    low, high, at = {frozenset(): 0.0}, {frozenset(): 0.0}, 0
+    for layer in layers:
+        gains, at = flat[at:at + len(layer)], at + len(layer)
         new_low, new_high = {}, {}
         for subset, gain in zip(layer, gains):
             previous = [subset - {i} for i in subset]

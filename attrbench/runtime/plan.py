@@ -143,6 +143,7 @@ class SuitePlan:
     scoring: list[tuple[Evaluation, list[Method]]]
     analyses: list[Evaluation]
     seed: int = 0
+    stand_in: Optional[Example] = None  # the dataset's shortest example: each method's untimed warm-up runs on it
 
     @property
     def name(self) -> str:
@@ -201,7 +202,8 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
         scoring.append((evaluation, given))
     notes = {**notes, "dataset_size": len(examples)}
     return SuitePlan(index, suite, adapter.name, adapter.weights_sha256, str(adapter.dtype).replace("torch.", ""),
-                     suite.dataset, suite.split, notes, chosen, scoring, analyses, seed)
+                     suite.dataset, suite.split, notes, chosen, scoring, analyses, seed,
+                     min(examples, key=lambda e: len(e.text), default=None))
 
 
 @dataclass
@@ -251,6 +253,7 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
         return [{"key": job.analysis[1], "suite": plan.name, "eval": evaluation.key, "method": SHARED,
                  "example": "sample", "payload": {"records": records}}], {"rows": 1}
     by_id = {e.id: e for e in plan.examples}
+    context.warm_up_on(adapter, [plan.stand_in] if plan.stand_in else plan.examples)
     batcher = context.batcher
     before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed,
               batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds,

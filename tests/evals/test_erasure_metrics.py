@@ -10,7 +10,7 @@ import torch
 from attrbench.errors import InputError
 from attrbench.evals.naopc import NAOPC, beam_bounds, converged_beam_bounds, exact_bounds
 from attrbench.evals.soft_erasure import keep_probabilities, masked_probability
-from attrbench.ops.perturb import Perturbations, answer, resolve_operator
+from attrbench.ops.perturb import Perturbations, answer, resolve_operator, target_probabilities
 from attrbench.ops.targets import resolve_text
 from attrbench.ops.tokens import special_mask
 from attrbench.plugin.evaluation import EvalContext
@@ -41,6 +41,11 @@ def test_exact_bounds_equal_brute_force_and_serve_both_kinds(tiny_models, model,
     low, high = answer(exact_bounds(perturbations))
     assert low == pytest.approx(min(comp), abs=1e-12) and high == pytest.approx(max(comp), abs=1e-12)
     assert min(suff) == pytest.approx(low, abs=1e-12) and max(suff) == pytest.approx(high, abs=1e-12)
+    search = exact_bounds(_perturbations(tiny_models[(model, "float64")], text, target))  # nothing memoised yet
+    request = next(search)  # every subset in one request (full batches), not one round per subset size
+    assert len(request.sequences) == 2 ** perturbations.m - 1  # the 2^m - 2 subsets and the unperturbed input
+    with pytest.raises(StopIteration):
+        search.send(target_probabilities(request.adapter, request.readout, request.sequences, request.rows))
     for o in orders[:10]:
         assert _aopc(perturbations, o, keep=True) == pytest.approx(_aopc(perturbations, o[::-1]), abs=1e-12)
     for width in (1, 2, 4):  # beam search finds orderings, so its bounds lie inside the exact range

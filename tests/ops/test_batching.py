@@ -39,6 +39,29 @@ def test_answers_equal_direct_passes_and_each_sequence_is_sent_once(tiny_models,
     assert batcher.batches > 1 and all(len(s) * 1 <= 20 for s in sequences)
 
 
+@pytest.mark.parametrize("pad_tokens, batches", [(0, 9), (8, 3), (1000, 1)])
+def test_a_batch_carries_at_most_its_padding_allowance(tiny_models, pad_tokens, batches):
+    """One row at each of 9 lengths: none padded (one batch per length), up to 8 tokens (4 rows pad 0+1+2+3,
+    a fifth would add 4: batches of 4, 4, 1), or any (one batch); the answers are the same."""
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    sequences, rows = _requests(adapter)
+    readout = Readout(3, 5)
+    padded = []
+    batcher = Batcher(pad_tokens=pad_tokens)
+    real = batcher._run_batch
+
+    def recording(batch, out, start):
+        lengths = [len(item[3]) for item in batch]
+        padded.append(sum(max(lengths) - n for n in lengths))
+        return real(batch, out, start)
+
+    batcher._run_batch = recording
+    answer = batcher.run({0: _generator(adapter, sequences, rows, readout)})[0][0]
+    np.testing.assert_allclose(answer, target_probabilities(adapter, readout, sequences, rows, batch_size=1),
+                               rtol=0, atol=1e-12)
+    assert batcher.batches == len(padded) == batches and max(padded) <= pad_tokens
+
+
 def test_a_shared_cache_answers_a_second_batcher_without_passes(tiny_models):
     adapter = tiny_models[("tiny-bert", "float32")]
     sequences, rows = _requests(adapter, 5)
