@@ -52,9 +52,8 @@ class Batcher:
     def __init__(self, cache=None, batch_tokens: int = 4096, max_batch: int = 256, pad_tokens: int = 64):
         self.cache = cache or MemoryCache()  # anything with forward_get(keys) and forward_put(items)
         self.batch_tokens, self.max_batch = batch_tokens, max_batch
-        # padding a batch may carry: a pass of few tokens costs about as much as this many more (its weights are
-        # read all the same; SmolLM2 on 2 CPU cores: 0.13 s for 1 x 2 tokens, 0.0024 s per token in full
-        # batches), while padding a full batch of mixed lengths cost up to 1.5 x its distinct tokens
+        # the padding a batch of mixed lengths may carry (RunOptions.pad_tokens: another pass costs about this
+        # many tokens); padding full batches freely had cost up to 1.5 x their distinct tokens on 2 CPU cores
         self.pad_tokens = pad_tokens
         self.rows_requested = 0  # sequences asked for, repeats included
         self.rows_distinct = 0  # distinct sequences asked for in a round, summed over rounds
