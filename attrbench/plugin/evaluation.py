@@ -87,11 +87,11 @@ class Workspace:
         """One untimed call of ``method`` per process and model, on the stand-in example where one was named."""
         if (adapter.weights_sha256, method.key) in self._warm:
             return
-        stand_in = self._stand_ins.get(adapter.weights_sha256)
+        stand_in = self._stand_ins.get(adapter.weights_sha256, example)
         try:
-            method(adapter, [(stand_in or example).text], target=(stand_in or example).target)
+            method(adapter, [stand_in.text], target=stand_in.target)
         except Exception:  # noqa: BLE001 -- a stand-in some method cannot take: warm up on the example itself
-            if stand_in is None:
+            if stand_in is example:
                 raise
             method(adapter, [example.text], target=example.target)
         self._warm.add((adapter.weights_sha256, method.key))
