@@ -7,7 +7,8 @@ collects the requests every generator is waiting on, looks each distinct (model,
 ids) up in a cache (in memory, or the run's shared-work cache, ``attrbench.runtime.workcache``),
 sends the rest through the model in length-sorted batches bounded by a token budget
 (``RunOptions.batch_tokens``) and by the padding a batch may carry (``pad_tokens``), stores the outputs,
-and answers every generator that asked. A CUDA out-of-memory halves the batch and retries; the batch size that worked is kept.
+and answers every generator that asked. A CUDA out-of-memory halves the batch and retries; the batch size
+that worked is kept.
 """
 from __future__ import annotations
 

@@ -54,7 +54,7 @@ class Workspace:
     dtype, method with its parameters, text and target, and computed once however many evaluations
     score it; ``store`` (``attrbench.runtime.workcache.WorkCache``) keeps it across processes and runs.
     Each computed attribution records its cost (``meta["cost"]``: seconds and peak memory of that call,
-    after one untimed warm-up call of the method per process, on the shortest example the run named with
+    after one untimed warm-up call of the method per process, on the stand-in example the run named with
     :meth:`warm_up_on`, else on the example itself). The run context
     (``attrbench.runtime.context.RunContext``) is one; a plain one serves a single call.
     """
@@ -77,11 +77,11 @@ class Workspace:
                 self._memo.popitem(last=False)
         return self._memo[key]
 
-    def warm_up_on(self, adapter, examples: Sequence[Example]) -> None:
-        """Warm each method up on the shortest of ``examples`` (by characters): the warm-up absorbs lazy imports and
-        first-call costs, which do not grow with the input, so a short input does it for a fraction of a full call."""
-        if adapter.weights_sha256 not in self._stand_ins and examples:
-            self._stand_ins[adapter.weights_sha256] = min(examples, key=lambda e: len(e.text))
+    def warm_up_on(self, adapter, example: Example) -> None:
+        """Warm each method up on ``example`` (a run names its dataset's shortest): the warm-up absorbs lazy imports
+        and first-call costs, which do not grow with the input, so a short input does it for a fraction of a full
+        call. The first example named for a model stays."""
+        self._stand_ins.setdefault(adapter.weights_sha256, example)
 
     def _warm_up(self, adapter, method: Method, example: Example) -> None:
         """One untimed call of ``method`` per process and model, on the stand-in example where one was named."""

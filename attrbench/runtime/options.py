@@ -3,8 +3,8 @@ config or the Python API into every worker and cache key.
 
 ``dtype`` changes results (float32 vs float64), so it is part of every result's and cached item's
 key and recorded with every result; ``device``, ``threads``, ``batch_size``, ``batch_tokens`` and
-``pad_tokens`` change only speed and memory (results on another device agree to float tolerance, tested on CPU with
-the model moved between dtypes and devices).
+``pad_tokens`` change only speed and memory (results on another device agree to float tolerance, tested on
+CPU with the model moved between dtypes and devices).
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ DTYPES = ("float32", "float64")
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 # The padding one batch may carry: about what a forward pass's fixed cost (weights read, kernels launched) is
 # worth in tokens. Measured on 2 CPU cores (SmolLM2: 0.13 s for 1 x 2 tokens, 0.0024 s per token in full
-# batches); on a GPU kernel launches dominate small models' passes, so padding is cheaper than another pass.
+# batches). The GPU values are reasoned, not measured (no GPU here): kernel launches dominate a small model's
+# pass there, so padding is cheaper than another pass.
 DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 1024, "mps": 256}
 
 

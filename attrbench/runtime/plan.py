@@ -253,7 +253,8 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
         return [{"key": job.analysis[1], "suite": plan.name, "eval": evaluation.key, "method": SHARED,
                  "example": "sample", "payload": {"records": records}}], {"rows": 1}
     by_id = {e.id: e for e in plan.examples}
-    context.warm_up_on(adapter, [plan.stand_in] if plan.stand_in else plan.examples)
+    if plan.stand_in is not None:
+        context.warm_up_on(adapter, plan.stand_in)
     batcher = context.batcher
     before = (batcher.rows_sent, batcher.rows_distinct, batcher.rows_cached, context.attributions_computed,
               batcher.rows_requested, batcher.forward_seconds, context.attribution_seconds,

@@ -25,14 +25,14 @@ EXAMPLES = [Example("a", "the keys to the cabinet are on the table .", "auto"), 
             Example("c", "a wonderful film", "auto")]
 
 
-def test_the_warm_up_runs_on_the_shortest_example_and_changes_no_result(tiny_models):
+def test_the_warm_up_runs_on_the_stand_in_and_changes_no_result(tiny_models):
     adapter = tiny_models[("tiny-gpt2", "float32")]
     plain, method = Workspace(), Recording()
     expected = plain.attribution(adapter, method, EXAMPLES[0])
     assert method.texts == [EXAMPLES[0].text] * 2  # no stand-in named: the warm-up is the example itself
 
     workspace, method = Workspace(), Recording()
-    workspace.warm_up_on(adapter, EXAMPLES)
+    workspace.warm_up_on(adapter, EXAMPLES[1])
     result = workspace.attribution(adapter, method, EXAMPLES[0])
     workspace.attribution(adapter, method, EXAMPLES[2])
     assert method.texts == ["dogs run", EXAMPLES[0].text, EXAMPLES[2].text]  # one warm-up per method and model
@@ -43,11 +43,11 @@ def test_the_warm_up_runs_on_the_shortest_example_and_changes_no_result(tiny_mod
 def test_a_stand_in_the_method_refuses_falls_back_to_the_example(tiny_models):
     adapter = tiny_models[("tiny-gpt2", "float32")]
     workspace, method = Workspace(), Recording(refuse="dogs run")
-    workspace.warm_up_on(adapter, EXAMPLES)
+    workspace.warm_up_on(adapter, EXAMPLES[1])
     workspace.attribution(adapter, method, EXAMPLES[2])
     assert method.texts == ["dogs run", EXAMPLES[2].text, EXAMPLES[2].text]
     workspace, refusing = Workspace(), Recording(refuse=EXAMPLES[2].text)
-    workspace.warm_up_on(adapter, EXAMPLES)
+    workspace.warm_up_on(adapter, EXAMPLES[1])
     with pytest.raises(ValueError, match="not this one"):  # an example the method refuses still raises
         workspace.attribution(adapter, refusing, EXAMPLES[2])
     assert refusing.texts == ["dogs run", EXAMPLES[2].text]

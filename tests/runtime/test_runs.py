@@ -99,6 +99,8 @@ def test_config_errors_name_the_key(tmp_path):
     first, second = ({m.name for _, methods in plan.scoring for m in methods} for plan in plans)
     assert "lime" not in first and "alti" not in first and "kernel_shap" in first and "grad_l2" in first
     assert "kernel_shap" not in second and "lime" in second  # a suite's own list replaces the top one
+    dataset = examples_for(load_model("tiny-gpt2"), "sva-generated")[0]  # the warm-ups' stand-in: not a sample's
+    assert plans[0].stand_in == min(dataset, key=lambda e: len(e.text)) and plans[0].stand_in not in plans[0].examples
     full = read_config("full")  # shipped configs by name: `attrbench run full`, the whole evaluation sets
     assert [(e["model"], e["n"]) for e in full["suite"][:2]] == [("minilm-l6-sst2", 872), ("minilm-l6-sva", 1123)]
     with pytest.raises(InputError, match="config file nosuch does not exist; the shipped configs are default, full"):
