@@ -16,7 +16,7 @@ PLUGIN_FOLDERS = ("methods", "evals", "datasets/builtin")
 # third-party packages a module may import inside a function: optional, or heavy to import when unused
 HEAVY = {"captum", "shap", "numba", "ray", "yaml", "networkx", "sklearn", "peft", "datasets", "nbclient",
          "nbformat", "IPython", "pyarrow", "scikit_posthocs", "baycomp", "statsmodels"}
-HEAVY_INTERNAL = {"attrbench.decompose.shapley.fused"}  # imports numba at its top
+HEAVY_INTERNAL = {"attrbench.decompose.shapley.fused", "attrbench.ops.dinic"}  # import numba at their top
 
 
 def module_name(path: Path) -> str:

@@ -33,6 +33,7 @@ from ..models.architectures import norm_spec
 from ..models.heads import Activation, head_steps, no_readout_reason
 from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.hashing import file_sha256
+from ..ops.maxflow import max_flows
 from ..ops.measure import timed
 from ..ops.numeric import safe_divide
 from ..ops.perturb import (
@@ -72,7 +73,7 @@ __all__ = [
     # models
     "TransformerAdapter", "forward_hooks", "norm_spec", "Activation", "head_steps", "no_readout_reason",
     # shared operations
-    "rollout", "row_normalise", "with_identity", "safe_divide", "timed", "file_sha256", "Perturbations", "Forward",
+    "rollout", "row_normalise", "with_identity", "max_flows", "safe_divide", "timed", "file_sha256", "Perturbations", "Forward",
     "MaskedEmbeddings", "answer", "Readout", "OPERATORS", "UNITS", "ceil_count",
     "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "Target", "ResolvedTarget",
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",

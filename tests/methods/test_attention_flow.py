@@ -1,4 +1,6 @@
-"""Attention flow against an independent max-flow solver (scipy's, on integer capacities) and by hand."""
+"""Attention flow against the authors' max-flow solver (networkx's Edmonds-Karp, as in their compute_flows),
+scipy's (integer capacities) and by hand."""
+import networkx as nx
 import numpy as np
 import pytest
 from scipy.sparse import csr_array
@@ -25,19 +27,32 @@ def _scipy_flows(per_layer, row):
     return np.array([maximum_flow(graph, j, layers * n + row).flow_value for j in range(n)]) / SCALE
 
 
+def _networkx_flows(per_layer, row):
+    """Abnar & Zuidema's construction: node (l, i), capacities the attention weights, networkx's solver."""
+    layers, n, _ = per_layer.shape
+    graph = nx.DiGraph()
+    for layer in range(layers):
+        rows, cols = np.nonzero(per_layer[layer])
+        graph.add_edges_from(((layer, j), (layer + 1, i), {"capacity": float(per_layer[layer, i, j])})
+                             for i, j in zip(rows, cols))
+    return np.array([nx.maximum_flow_value(graph, (0, j), (layers, row), flow_func=nx.algorithms.flow.edmonds_karp)
+                     if graph.has_node((0, j)) else 0.0 for j in range(n)])
+
+
 def test_one_layer_flow_is_the_edge():
     per_layer = row_normalise(np.random.default_rng(0).random((1, 5, 5)))
     np.testing.assert_allclose(attention_flow(per_layer, 3), per_layer[0, 3], atol=1e-12)
 
 
 @pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "tiny-llama"])
-def test_equals_scipy_max_flow_on_the_model_graph(name):
+def test_equals_networkx_and_scipy_max_flow_on_the_model_graph(name):
     adapter = load_model(name, "float64")
     maps = METHODS.get("attn_w")(adapter, [TEXT])[0].values  # (L, n, n) head-mean attention
     per_layer = row_normalise(with_identity(maps))
     result = METHODS.get("attention_flow")(adapter, [TEXT])[0]
     row = result.meta["row"]
     np.testing.assert_allclose(result.values, attention_flow(per_layer, row), atol=1e-12)
+    np.testing.assert_allclose(result.values, _networkx_flows(per_layer, row), atol=1e-13)
     np.testing.assert_allclose(result.values, _scipy_flows(per_layer, row), atol=1e-6)
     assert np.all(result.values <= 1 + 1e-12)  # the sink takes at most 1 (its in-edges sum to 1)
 
