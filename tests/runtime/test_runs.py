@@ -245,6 +245,38 @@ def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file
         assert "\n" not in str(err.value)
 
 
+def test_retime_recomputes_only_the_methods_timing(config_file, tmp_path):
+    """tools/retime.py: after it, a rerun computes that method's attributions again, only them, and writes its
+    timing rows back; every other row (its scores included) is the one stored before."""
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["erasure_aopc", "timing"], methods=["alti", "blank_out"], n=4)
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    before = collect(tmp_path / "run")[0]
+    tool = Path(__file__).resolve().parents[2] / "tools" / "retime.py"
+    retime = subprocess.run([sys.executable, str(tool), str(tmp_path / "run"), "blank_out"], capture_output=True,
+                            text=True, timeout=120)
+    assert retime.returncode == 0, retime.stderr
+    assert "deleted 4 timing rows and 4 cached attributions of blank_out" in retime.stdout
+    def timing_rows(method):
+        with sqlite3.connect(tmp_path / "run" / "store.sqlite") as db:
+            return db.execute("SELECT COUNT(*) FROM results WHERE eval = 'timing' AND (method = ? OR method LIKE ?)",
+                              (method, method + "(%")).fetchone()[0]
+
+    assert (timing_rows("alti"), timing_rows("blank_out")) == (4, 0)
+    again = run_leaderboard(config, tmp_path / "run", progress=False)
+    assert (again["rows"], again["attributions"]) == (4, 4)
+    after = collect(tmp_path / "run")[0]
+    def scores(records):
+        return sorted((r["eval"], r["method"], json.dumps(r["values"])) for r in records if r["eval"] != "timing")
+
+    assert scores(after) == scores(before)
+    assert (timing_rows("alti"), timing_rows("blank_out")) == (4, 4)
+    unknown = subprocess.run([sys.executable, str(tool), str(tmp_path / "run"), "no_such_method"],
+                             capture_output=True, text=True, timeout=120)
+    assert unknown.returncode == 1 and unknown.stderr.count("\n") == 1 and "no timing row of no_such_method" in \
+        unknown.stderr
+
+
 def test_budget_stops_cleanly_and_a_later_run_continues(config_file, tmp_path):
     config = read_config(config_file)
     config["suite"][0]["evals"] = ["erasure_aopc", "naopc"]
