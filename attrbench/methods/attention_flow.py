@@ -8,12 +8,15 @@ from input node (0, j) to the target's output node (L, row), by Dinic's algorith
 Where rollout multiplies path weights, flow is bounded by each path's narrowest edge.
 
 Cost: n max-flow problems per text on a graph of (L + 1) n nodes and about L n² / 2 (causal) to
-L n² edges: 1.6 s per SST-2 dev example on MiniLM (6 layers; mean of 10, 95 % CI 0.8-3.4 s) on 2 cores,
-growing with about n³, hence the limit ``max_tokens``. A longer text is refused, not approximated.
+L n² edges. Dinic's algorithm sends about one augmenting path per saturated edge, so the cost grows steeply
+with n: on MiniLM's attention graphs (6 layers, 2 cores, beside another run) 3 ms at 25 tokens and 0.3-0.5 s
+at 54-69, where networkx took 1-5 s at 25. Hence the limit ``max_tokens`` (128; every shipped dataset fits,
+the longest Linzen item having 69 MiniLM tokens): a longer text is refused, not approximated, and a run's
+plan checks its sample against the limit before any work.
 """
 import numpy as np
 
-from attrbench.plugin import InputError, Param, Rollout, max_flows, register
+from attrbench.plugin import Param, Rollout, max_flows, register
 
 
 def attention_flow(per_layer: np.ndarray, row: int) -> np.ndarray:
@@ -29,16 +32,11 @@ class AttentionFlow(Rollout):
         super().__init__("attention_flow", lambda layout: "attn_w", "rollout",
                          "maximum flow through the attention graph (attention + identity)",
                          "Abnar & Zuidema 2020", identity=True, uses_values=False,
-                         aggregate_params={"max_tokens": Param(64, "longest text accepted (cost grows with about n^3)",
+                         aggregate_params={"max_tokens": Param(128, "longest text accepted (cost grows steeply with it)",
                                                                minimum=1)})
 
-    def run(self, adapter, texts, *, targets, layers, truncate):
-        longest = max(adapter.encode(texts, truncate=truncate).lengths)
-        limit = self.get_params()["max_tokens"]
-        if longest > limit:
-            raise InputError(f"attention_flow takes at most {limit} tokens and a text has {longest}: shorten it, "
-                             f"or raise attention_flow.max_tokens (its cost grows with about n^3)")
-        return super().run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
+    def token_limit(self):
+        return self.get_params()["max_tokens"]
 
     def aggregate(self, per_layer, row):
         return attention_flow(per_layer, row)

@@ -57,6 +57,12 @@ class Method(Configurable):
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         return None
 
+    def token_limit(self) -> Optional[int]:
+        """The longest text in tokens this method takes (None: any), by convention its parameter ``max_tokens``. A
+        call refuses a longer text and a run's plan checks every sampled example against it before any work, so a
+        run never stops half-way on one."""
+        return None
+
     def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
                  target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
                  truncate: bool = False) -> list[MethodResult]:
@@ -66,6 +72,10 @@ class Method(Configurable):
         texts = [texts] if isinstance(texts, str) else list(texts)
         target = target if isinstance(target, Target) else Target.parse(target)
         batch = adapter.encode(texts, truncate=truncate)  # the same tokens every method sees
+        limit, longest = self.token_limit(), max(batch.lengths)
+        if limit is not None and longest > limit:
+            raise InputError(f"{self.name} takes at most {limit} tokens and a text has {longest}: shorten it, or raise "
+                             f"{self.name}.max_tokens")
         targets = [resolve_text(adapter, batch.input_ids[b, :n].tolist(), target)  # before any method runs
                    for b, n in enumerate(batch.lengths)]
         results = self.run(adapter, texts, targets=targets, layers=layers, truncate=truncate)

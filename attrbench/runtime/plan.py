@@ -121,6 +121,18 @@ def check_targets(adapter, examples: Sequence[Example]) -> None:
             raise InputError(f"example {example.id}: {err}") from None
 
 
+def check_lengths(adapter, examples: Sequence[Example], methods: Sequence[Method]) -> None:
+    """Every example fits every method's token limit (``Method.token_limit``): found at planning, not hours into a
+    run when a shard reaches the one long example."""
+    limited = [(method, method.token_limit()) for method in methods if method.token_limit() is not None]
+    for example in examples if limited else ():
+        length = len(adapter.tokenizer(example.text)["input_ids"])
+        for method, limit in limited:
+            if length > limit:
+                raise InputError(f"example {example.id} has {length} tokens and {method.name} takes at most {limit}: "
+                                 f"raise {method.name}.max_tokens (method_params), or leave {method.name} out")
+
+
 def example_tag(example: Example) -> str:
     """What a row's key needs of an example beside its id: its text and target (a changed data file or target
     gives other rows, never mixed with these)."""
@@ -189,6 +201,7 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
         by_id = {e.id: e for e in examples}
         chosen = [by_id[i] for i in suite.example_ids]
     check_targets(adapter, chosen)
+    check_lengths(adapter, chosen, methods)
     plans = assign_methods(adapter, evaluations, methods, named, suite.dataset)
     scoring, analyses = [], []
     for evaluation, given in plans:

@@ -245,6 +245,18 @@ def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file
         assert "\n" not in str(err.value)
 
 
+def test_an_example_over_a_methods_token_limit_stops_the_plan_before_any_work(config_file, tmp_path):
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["erasure_aopc", "timing"], methods=["alti", "attention_flow"], n=4,
+                              method_params={"attention_flow": {"max_tokens": 3}})
+    with pytest.raises(InputError, match=r"example \S+ has \d+ tokens and attention_flow takes at most 3: raise "
+                                         r"attention_flow.max_tokens \(method_params\), or leave attention_flow out"):
+        run_leaderboard(config, tmp_path / "run", progress=False)
+    assert not (tmp_path / "run" / "store.sqlite").exists() or not Store(tmp_path / "run" / "store.sqlite").count()
+    config["suite"][0]["method_params"] = {"attention_flow": {"max_tokens": 128}}
+    assert run_leaderboard(config, tmp_path / "run", progress=False)["rows"] > 0
+
+
 def test_retime_recomputes_only_the_methods_timing(config_file, tmp_path):
     """tools/retime.py: after it, a rerun computes that method's attributions again, only them, and writes its
     timing rows back; every other row (its scores included) is the one stored before."""
