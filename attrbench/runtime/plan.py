@@ -111,26 +111,22 @@ def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence
     return plans
 
 
-def check_targets(adapter, examples: Sequence[Example]) -> None:
-    """Each example's target fits the model (the model's prediction is not needed to know that)."""
+def check_targets(adapter, examples: Sequence[Example], methods: Sequence[Method] = ()) -> None:
+    """Each example's target fits the model (the model's prediction is not needed to know that), and its length
+    every method's token limit (``Method.token_limit``): found at planning, not hours into a run when a shard
+    reaches the one long example. One tokenisation per example serves both."""
+    limited = [(method, method.token_limit()) for method in methods]
+    limited = [(method, limit) for method, limit in limited if limit is not None]
     for example in examples:
+        ids = adapter.tokenizer(example.text)["input_ids"]
         try:
-            resolve(adapter, adapter.tokenizer(example.text)["input_ids"], Target.parse(example.target),
-                    predict=False)
+            resolve(adapter, ids, Target.parse(example.target), predict=False)
         except InputError as err:
             raise InputError(f"example {example.id}: {err}") from None
-
-
-def check_lengths(adapter, examples: Sequence[Example], methods: Sequence[Method]) -> None:
-    """Every example fits every method's token limit (``Method.token_limit``): found at planning, not hours into a
-    run when a shard reaches the one long example."""
-    limited = [(method, method.token_limit()) for method in methods if method.token_limit() is not None]
-    for example in examples if limited else ():
-        length = len(adapter.tokenizer(example.text)["input_ids"])
         for method, limit in limited:
-            if length > limit:
-                raise InputError(f"example {example.id} has {length} tokens and {method.name} takes at most {limit}: "
-                                 f"raise {method.name}.max_tokens (method_params), or leave {method.name} out")
+            if len(ids) > limit:
+                raise InputError(f"example {example.id} has {len(ids)} tokens and {method.name} takes at most "
+                                 f"{limit}: raise {method.name}.max_tokens (method_params), or leave {method.name} out")
 
 
 def example_tag(example: Example) -> str:
@@ -200,8 +196,7 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
     else:
         by_id = {e.id: e for e in examples}
         chosen = [by_id[i] for i in suite.example_ids]
-    check_targets(adapter, chosen)
-    check_lengths(adapter, chosen, methods)
+    check_targets(adapter, chosen, methods)
     plans = assign_methods(adapter, evaluations, methods, named, suite.dataset)
     scoring, analyses = [], []
     for evaluation, given in plans:
