@@ -31,7 +31,7 @@ from .models import load_model
 from .models.zoo import cache_dir
 from .plugin.method import Method, MethodResult
 from .registry import METHODS
-from .report.documents import write_report
+from .report.documents import progress_line, write_report
 from .report.plot import save_figure, scores_figure
 from .report.tables import leaderboard_tables
 from .runtime import pipeline
@@ -361,6 +361,12 @@ class RunResults:
     @property
     def statistics(self) -> dict[str, dict]:
         return {t.title: t.statistics for t in self._leaderboard_tables() if t.statistics}
+
+    @property
+    def progress(self) -> Optional[str]:
+        """How far each suite is from its planned n, and the CPU hours the rest would take at the measured cost per
+        example; None when every planned example is scored."""
+        return progress_line(self.meta, self.records)
 
     def report(self) -> dict:
         """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and the figures; returns their paths."""

@@ -302,7 +302,7 @@ def cmd_run(args) -> None:
     paths = write_report(run_dir)
     summary["report_seconds"] = time.perf_counter() - start
     if args.json:
-        print(json.dumps({**summary, **{k: str(v) for k, v in paths.items()}}))
+        print(json.dumps({**summary, **_paths_json(paths)}))
         return
     state = (f"budget spent: {summary['missing_jobs']} jobs left for a later run (same command, a larger --budget)"
              if summary["stopped_by_budget"] else "every planned row is computed")
@@ -310,7 +310,14 @@ def cmd_run(args) -> None:
           f"({summary['model_rows']} model outputs, {summary['attributions']} attributions); {state}. Planning "
           f"(loading models, sampling) {summary['plan_seconds']:.0f} s, computing {summary['compute_seconds']:.0f} s, "
           f"report {summary['report_seconds']:.0f} s")
+    if paths["progress"]:
+        print(f"progress: {paths['progress']}")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
+
+
+def _paths_json(paths: dict) -> dict:
+    """A report's outputs for --json: file paths as text, the rest (counts, findings, progress) as they are."""
+    return {k: str(v) if isinstance(v, Path) else v for k, v in paths.items()}
 
 
 def cmd_report(args) -> None:
@@ -321,7 +328,7 @@ def cmd_report(args) -> None:
         load_run(args.run_dir).results.to_parquet(partial, index=False)
         partial.replace(paths["results"])
     if args.json:
-        print(json.dumps({k: str(v) for k, v in paths.items()}))
+        print(json.dumps(_paths_json(paths)))
         return
     print(f"leaderboard: {paths['leaderboard']} ({paths['tables']} tables)\nreport:      {paths['html']} "
           f"({paths['figures']} figures)")

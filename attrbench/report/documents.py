@@ -56,6 +56,39 @@ def _provenance_lines(meta: dict) -> list[str]:
     return lines + [model_line(name, model) for name, model in (meta.get("models") or {}).items()]
 
 
+def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
+    """How far each suite is from its planned n, and what the rest would cost at the CPU time per example that
+    the runs measured (``example_costs``: shards that computed whole examples); None when every suite is done."""
+    suites, costs = [], meta.get("example_costs") or {}
+    for suite in meta.get("plan") or []:
+        evals = {cell["eval"] for cell in suite["scoring"]}
+        if evals:
+            scored = max((r["sample_size"] for r in records if (r["model"], r["dataset"]) == (
+                suite["model"], suite["dataset"]) and r["eval"] in evals and "sample_size" in r), default=0)
+            suites.append((suite, scored, max(cell["n"] for cell in suite["scoring"])))
+    if all(scored >= planned for _, scored, planned in suites):
+        return None
+    line = ", ".join(f"{scored:,} of {planned:,} examples ({suite_title(suite['model'], suite['dataset'])})"
+                     for suite, scored, planned in suites)
+    measured, unmeasured, left = [], [], 0.0
+    for suite, scored, planned in suites:
+        cost = costs.get(suite["name"]) or {}
+        if scored >= planned:
+            continue
+        if cost.get("examples"):
+            per_example = cost["cpu_seconds"] / cost["examples"]
+            measured.append(f"{per_example:,.0f} CPU s over {cost['examples']}")
+            left += (planned - scored) * per_example
+        else:
+            unmeasured.append(suite_title(suite["model"], suite["dataset"]))
+    if measured:
+        line += (f"; at the cost per example measured so far ({' / '.join(measured)} examples) the rest would take "
+                 f"about {left / 3600:,.1f} CPU hours")
+    if unmeasured:
+        line += f"{' plus' if measured else ';'} the suites not yet measured ({', '.join(unmeasured)})"
+    return line
+
+
 def model_line(name: str, model: dict) -> str:
     """A model's provenance: where its weights come from and their hash; for a task model also its base model's
     and its training. Shipped models are named by what ships them, not by the path of the cache they were
@@ -212,16 +245,18 @@ def write_report(run_dir: str | Path) -> dict:
                        "these models: they are context, not a comparison.")
     found = findings(by_suite, records, lowest)
     title = f"attrbench leaderboard: {config['name']}"
-    _write_markdown(run_dir, title, meta, found, explain, summary, appendix)
-    _write_html(run_dir, title, meta, found, explain, summary, appendix)
-    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html",
+    progress = progress_line(meta, records)
+    header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else [])
+    _write_markdown(run_dir, title, header, found, explain, summary, appendix)
+    _write_html(run_dir, title, header, found, explain, summary, appendix)
+    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "progress": progress,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
             "figures": sum(len(pictures) for sections in (summary, appendix) for *_, pictures in sections),
             "findings": found}
 
 
-def _write_markdown(run_dir, title, meta, found, explain, summary, appendix) -> None:
-    md = [f"# {title}", "", *_provenance_lines(meta), "", "## Findings", "", *[f"- {f}" for f in found], ""]
+def _write_markdown(run_dir, title, header, found, explain, summary, appendix) -> None:
+    md = [f"# {title}", "", *header, "", "## Findings", "", *[f"- {f}" for f in found], ""]
     for heading, sections in (("", summary), ("Appendix: every table", appendix)):
         if heading:
             md += [f"# {heading}", "", *[line for text in explain for line in (text, "")]]
@@ -232,14 +267,14 @@ def _write_markdown(run_dir, title, meta, found, explain, summary, appendix) -> 
     write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
 
 
-def _write_html(run_dir, title, meta, found, explain, summary, appendix) -> None:
+def _write_html(run_dir, title, header, found, explain, summary, appendix) -> None:
     def figure(caption, path):
         data = base64.b64encode(path.read_bytes()).decode()
         return (f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
     body = [f"<h1>{html.escape(title)}</h1>",
-            "<ul class=\"meta\">" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in _provenance_lines(meta))
+            "<ul class=\"meta\">" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in header)
             + "</ul>", "<h2>Findings</h2>", "<ul class=\"findings\">"
             + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>"]
     for name, frame, note, pictures in summary:

@@ -91,6 +91,8 @@ class Pipeline:
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
                 "forward_seconds", "attribution_seconds")
         totals = {"jobs": 0, **dict.fromkeys(keys, 0), "model_lengths": Counter()}  # rows sent per input length
+        whole = {plan.index: dict(zip((e.id for e in plan.examples), plan.rows_per_example())) for plan in plans}
+        costs: dict[str, dict] = {}  # per suite: CPU seconds of the shards that computed whole examples
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
@@ -104,10 +106,15 @@ class Pipeline:
             for key in keys:
                 totals[key] += counts.get(key, 0)
             totals["model_lengths"].update(counts.get("model_lengths", {}))
+            # a shard prices an example only if it computed all of its rows (an added method's shard is cheaper)
+            if job.analysis is None and all(len(cells) == whole[plan.index][e] for e, cells in job.rows.items()):
+                cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
+                cost["examples"] += len(job.rows)
+                cost["cpu_seconds"] += counts.get("cpu_seconds", 0.0)
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
-        return {**totals, "planned_jobs": len(queue), "missing_jobs": missing,
+        return {**totals, "example_costs": costs, "planned_jobs": len(queue), "missing_jobs": missing,
                 "stopped_by_budget": state["stopped"] and missing > 0}
 
     def collect(self, plans: Sequence[SuitePlan]) -> list[dict]:
@@ -264,10 +271,21 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
         seconds = time.monotonic() - started
         store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + 1,
                        cpu_hours=(store.meta("cpu_hours") or 0.0) + seconds * torch.get_num_threads() / 3600,
+                       example_costs=add_costs(store.meta("example_costs") or {}, done["example_costs"]),
                        last_run={**done, "seconds": round(seconds, 1), "budget_seconds": budget})
         return {**done, "plan_seconds": plan_seconds, "compute_seconds": time.monotonic() - stage}
     finally:
         store.close()
+
+
+def add_costs(before: dict, run: dict) -> dict:
+    """Per suite, the examples computed whole and their CPU seconds, summed over a folder's runs."""
+    out = {name: dict(cost) for name, cost in before.items()}
+    for name, cost in run.items():
+        total = out.setdefault(name, {"examples": 0, "cpu_seconds": 0.0})
+        total["examples"] += cost["examples"]
+        total["cpu_seconds"] += cost["cpu_seconds"]
+    return out
 
 
 def _extend_from(source: Path, run_dir: Path) -> None:
@@ -310,7 +328,7 @@ def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
 
 
 META_KEYS = ("config", "plan", "versions", "models", "options", "started", "finished", "executor", "last_run",
-             "runs", "cpu_hours")
+             "runs", "cpu_hours", "example_costs")
 
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:

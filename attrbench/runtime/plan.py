@@ -15,10 +15,12 @@ their sample. Every executor goes through :func:`run_job`.
 """
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
+import torch
 from tqdm.auto import tqdm
 
 from ..datasets.base import Example
@@ -171,6 +173,14 @@ class SuitePlan:
                 for evaluation, methods in self.scoring for example in self.sample_for(evaluation)
                 for method in [None, *methods]]
 
+    def rows_per_example(self) -> list[int]:
+        """How many scoring rows each example has, in sampling order (an evaluation's sample is a prefix)."""
+        counts = [0] * len(self.examples)
+        for evaluation, methods in self.scoring:
+            for k in range(len(self.sample_for(evaluation))):
+                counts[k] += 1 + len(methods)
+        return counts
+
     def analysis_key(self, evaluation: Evaluation) -> str:
         sample = "\x00".join(e.id + "\x01" + example_tag(e) for e in self.sample_for(evaluation))
         return row_key(self.weights, self.dtype, self.dataset, self.split, evaluation.key, SHARED,
@@ -251,6 +261,7 @@ def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int, only: Optiona
 
 def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = False) -> tuple[list[dict], dict]:
     """Compute a job in a run context: its rows (``key, suite, eval, method, example, payload``) and counts."""
+    began = time.perf_counter()
     adapter = context.adapter(plan.model)
     eval_context = EvalContext(plan.dataset, plan.seed, progress, {**plan.notes}, shared=context)
     if job.analysis is not None:
@@ -289,4 +300,6 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                   "requested_rows": batcher.rows_requested - before[4],
                   "forward_seconds": batcher.forward_seconds - before[5],
                   "attribution_seconds": context.attribution_seconds - before[6],
-                  "model_lengths": batcher.lengths_sent - before[7]}
+                  "model_lengths": batcher.lengths_sent - before[7],
+                  # the job's CPU time as this process counts it (a Ray worker runs on one thread)
+                  "cpu_seconds": (time.perf_counter() - began) * torch.get_num_threads()}

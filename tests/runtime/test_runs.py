@@ -19,6 +19,7 @@ from attrbench.errors import InputError
 from attrbench.models import load_model
 from attrbench.plugin import Method, MethodResult
 from attrbench.registry import EVALS, METHODS
+from attrbench import load_run
 from attrbench.report import write_report
 from attrbench.runtime.config import parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
@@ -158,6 +159,7 @@ def test_adding_a_method_computes_only_its_rows(config_file, tmp_path, monkeypat
     assert added["model_rows"] == forward_rows(run_dir) - before  # only rows no earlier curve reached, each once
     # every model row of the run: grad_l2's warm-up and 5 attributions (one gradient pass each) and the new rows
     assert sum(calls) == 1 + 5 + added["model_rows"]
+    assert added["example_costs"] == {}  # shards of an added method price no example: they compute a part of it
     records, _ = collect(run_dir)
     assert {r["method"] for r in records if r["eval"] == "naopc"} == {"alti", "blank_out", "grad_l2", "random"}
     calls.clear()
@@ -165,6 +167,10 @@ def test_adding_a_method_computes_only_its_rows(config_file, tmp_path, monkeypat
     grown = run_leaderboard(config, run_dir, progress=False)
     # two new examples: per evaluation a shared row and one per method (the faithfulness ones with the random floor)
     assert grown["rows"] == 2 * ((1 + 3) + 2 * (1 + 4))
+    name = "tiny-gpt2|sva-generated:default"
+    assert grown["example_costs"][name]["examples"] == 2 and grown["example_costs"][name]["cpu_seconds"] > 0
+    costs = collect(run_dir)[1]["example_costs"][name]  # summed over the folder's runs: 5 first, 2 grown
+    assert costs["examples"] == 7 and costs["cpu_seconds"] > grown["example_costs"][name]["cpu_seconds"]
     config["suite"][0]["eval_params"]["naopc"] = {"max_beam_width": 1, "exact_up_to": 5}
     changed = run_leaderboard(config, run_dir, progress=False)
     assert changed["rows"] == 7 * (1 + 4)  # naopc's rows only (its key changed); every attribution is cached
@@ -323,8 +329,21 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
     assert by[("erasure_aopc", "alti", "comprehensiveness_aopc")]["n"] == 2
     assert ("erasure_aopc", "grad_l2", "comprehensiveness_aopc") not in by  # nothing computed yet for it
     assert by[("erasure_aopc", "alti", "comprehensiveness_aopc")]["planned_n"] == 5
-    write_report(tmp_path / "run")
-    assert "| n |" in (tmp_path / "run" / "leaderboard.md").read_text()
+    paths = write_report(tmp_path / "run")
+    text = (tmp_path / "run" / "leaderboard.md").read_text()
+    assert "| n |" in text
+    # the header says how far the run is and what the rest costs at the measured CPU time per example
+    cost = collect(tmp_path / "run")[1]["example_costs"]["tiny-gpt2|sva-generated:default"]
+    assert cost["examples"] == 2
+    hours = 3 * cost["cpu_seconds"] / cost["examples"] / 3600
+    assert paths["progress"] == (f"2 of 5 examples (tiny-gpt2 · sva-generated); at the cost per example "
+                                 f"measured so far ({cost['cpu_seconds'] / 2:,.0f} CPU s over 2 examples) the rest "
+                                 f"would take about {hours:,.1f} CPU hours")
+    assert f"- progress: {paths['progress']}" in text.splitlines()
+    assert load_run(tmp_path / "run").progress == paths["progress"]
+    config["suite"][0]["n"] = 2
+    run_leaderboard(config, tmp_path / "run", progress=False)  # grad_l2 on the 2 examples: every cell complete
+    assert write_report(tmp_path / "run")["progress"] is None
 
 
 def test_checksums_damage_and_other_weights_are_refused(config_file, tmp_path):
