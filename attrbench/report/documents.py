@@ -77,13 +77,14 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
             continue
         if cost.get("examples"):
             per_example = cost["cpu_seconds"] / cost["examples"]
-            measured.append(f"{per_example:,.0f} CPU s over {cost['examples']}")
+            measured.append((per_example, cost["examples"]))
             left += (planned - scored) * per_example
         else:
             unmeasured.append(suite_title(suite["model"], suite["dataset"]))
     if measured:
-        line += (f"; at the cost per example measured so far ({' / '.join(measured)} examples) the rest would take "
-                 f"about {left / 3600:,.1f} CPU hours")
+        line += (f"; at the cost per example measured so far ({' / '.join(f'{s:,.0f}' for s, _ in measured)} CPU s, "
+                 f"over {' / '.join(str(k) for _, k in measured)} examples) the rest would take about "
+                 f"{left / 3600:,.1f} CPU hours")
     if unmeasured:
         line += f"{' plus' if measured else ';'} the suites not yet measured ({', '.join(unmeasured)})"
     return line

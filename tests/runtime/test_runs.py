@@ -337,7 +337,7 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
     assert cost["examples"] == 2
     hours = 3 * cost["cpu_seconds"] / cost["examples"] / 3600
     assert paths["progress"] == (f"2 of 5 examples (tiny-gpt2 · sva-generated); at the cost per example "
-                                 f"measured so far ({cost['cpu_seconds'] / 2:,.0f} CPU s over 2 examples) the rest "
+                                 f"measured so far ({cost['cpu_seconds'] / 2:,.0f} CPU s, over 2 examples) the rest "
                                  f"would take about {hours:,.1f} CPU hours")
     assert f"- progress: {paths['progress']}" in text.splitlines()
     assert load_run(tmp_path / "run").progress == paths["progress"]
