@@ -56,11 +56,12 @@ TOP_KEYS = {"name": str, "seed": int, "dtype": str, "device": str, "budget": (st
 SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "exclude_methods": list,
               "evals": list, "split": str, "method_params": dict, "eval_params": dict, "dataset_params": dict,
               "eval_n": dict}
-BUDGET_SYNTAX = "a number of seconds, or e.g. 90s, 15m, 1.5h"
+BUDGET_SYNTAX = "a number of seconds, or e.g. 90s, 15m, 1.5h, 1h50m"
+_BUDGET_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smh])")
 
 
 def parse_budget(value) -> Optional[float]:
-    """Seconds from a budget (``15m``, ``90s``, ``1.5h`` or a number of seconds); None for no budget."""
+    """Seconds from a budget (``15m``, ``90s``, ``1.5h``, ``1h50m`` or a number of seconds); None for no budget."""
     if value is None:
         return None
     if isinstance(value, bool):
@@ -68,10 +69,14 @@ def parse_budget(value) -> Optional[float]:
     if isinstance(value, (int, float)):
         seconds = float(value)
     else:
-        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smh]?)\s*", str(value))
-        if not match:
+        text = str(value).strip()
+        if re.fullmatch(r"\d+(?:\.\d+)?", text):
+            seconds = float(text)
+        elif re.fullmatch(rf"(?:{_BUDGET_PART.pattern}\s*)+", text):  # e.g. "1h 50m"
+            seconds = sum(float(amount) * {"s": 1, "m": 60, "h": 3600}[unit]
+                          for amount, unit in _BUDGET_PART.findall(text))
+        else:
             raise ConfigError(f"budget '{value}' is not understood: give {BUDGET_SYNTAX}")
-        seconds = float(match[1]) * {"": 1, "s": 1, "m": 60, "h": 3600}[match[2]]
     if not seconds > 0:
         raise ConfigError(f"budget '{value}' must be more than 0 ({BUDGET_SYNTAX})")
     return seconds

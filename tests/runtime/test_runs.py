@@ -91,6 +91,10 @@ def test_config_errors_name_the_key(tmp_path):
         with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")):
             bad(text)()
     assert parse_budget("15m") == 900 and parse_budget("1.5h") == 5400 and parse_budget(90) == 90
+    assert parse_budget("1h50m") == 6600 and parse_budget("1h 2m 3s") == 3723 and parse_budget(" 45 ") == 45
+    for text in ("1h50", "h", "15 minutes", "-5m", "1h-5m"):
+        with pytest.raises(InputError, match="is not understood"):
+            parse_budget(text)
     assert read_config()["name"] == "default"  # the shipped default config is valid
     path = tmp_path / "exclude.toml"  # exclude_methods at the top applies to every suite with methods = "all"
     path.write_text("exclude_methods = ['lime', 'alti']\n[[suite]]\nmodel='tiny-gpt2'\ndataset='sva-generated'\nn=2\n"
