@@ -269,7 +269,8 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
         only = [store.examples(plan.name) for plan in plans] if extend is not None else None
         done = pipeline.execute(plans, executor, budget, started, only)
         seconds = time.monotonic() - started
-        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + 1,
+        # a run that stored nothing (a resume of a finished folder, an --extend copy) is not counted as one
+        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + bool(done["rows"]),
                        cpu_hours=(store.meta("cpu_hours") or 0.0) + seconds * torch.get_num_threads() / 3600,
                        example_costs=add_costs(store.meta("example_costs") or {}, done["example_costs"]),
                        last_run={**done, "seconds": round(seconds, 1), "budget_seconds": budget})

@@ -63,7 +63,8 @@ def test_config_errors_name_the_key(tmp_path):
         path.write_text(text)
         return lambda: read_config(path)
 
-    cases = [("colour = 1\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]", "config key 'colour' is not known; allowed"),
+    cases = [("colour = 1\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]",
+              "config key 'colour' is not known; allowed"),
              ("seed = 'x'\n[[suite]]", "config key 'seed' must be int, not str"),
              ("dtype = 'float16'\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]", "'dtype' is 'float16'; allowed"),
              ("device = 'gpu'\n[[suite]]\nmodel='m'\ndataset='sst2'\nevals=[]", "'device' is 'gpu'; allowed"),
@@ -198,6 +199,8 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
     assert {r["method"] for r in records if r["eval"] == "erasure_aopc"} == {"alti", "blank_out", "grad_l2", "random"}
     again = run_leaderboard(config, mine, progress=False, extend=published)  # a resume: nothing to do
     assert again["rows"] == 0 and again["attributions"] == 0
+    # the run that added grad_l2 counts as one, the resume that stored nothing does not
+    assert [load_run(path).meta["runs"] for path in (published, mine)] == [1, 2]
     with pytest.raises(InputError, match="already holds other results"):
         run_leaderboard(config, published, progress=False, extend=mine)
     with pytest.raises(InputError, match="not a run folder"):
@@ -593,7 +596,8 @@ def test_a_ray_worker_killed_mid_shard_is_retried_and_the_run_equals_an_undistur
     run_leaderboard(config, tmp_path / "local", progress=False)
 
     def rows(folder):
-        return sqlite3.connect(folder / "store.sqlite").execute("SELECT key, payload FROM results ORDER BY key").fetchall()
+        return sqlite3.connect(folder / "store.sqlite").execute(
+            "SELECT key, payload FROM results ORDER BY key").fetchall()
 
     def numbers(value):  # a payload's numbers in order, and its other values as they are
         if isinstance(value, dict):
