@@ -380,7 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--truncate", action="store_true", help="cut texts longer than the model's positions")
     p.add_argument("--ff-attribution", default="ig", choices=list(FF_ATTRIBUTIONS),
                    help="how the FF activation is split over tokens: exact IG in closed form (default), DecompX's "
-                        "tangent (decompx), our exact or sampled Shapley values, or shap's explainers (slow references)")
+                        "tangent (decompx), our exact or sampled Shapley values, or shap's explainers "
+                        "(slow references)")
     p.add_argument("--shapley-samples", type=int, default=256, help="permutations for shapley-sampling")
     p.add_argument("--plot", metavar="FILE.png", help="heatmaps of one layer, one panel per scope")
     p.add_argument("--plot-layer", type=int, help="layer to plot (default: last)")
@@ -436,7 +437,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("prepare", help="build the task models (SST-2 classifier, SVA probe) from their shipped adapters")
+    p = sub.add_parser("prepare",
+                       help="build the task models (SST-2 classifier, SVA probe) from their shipped adapters")
     p.add_argument("--models", help="comma-separated (default: all task models)")
     p.add_argument("--retrain", action="store_true", help="train them from scratch instead (minutes; into the cache's "
                                                           "retrained/ folder, not used unless named with --model)")

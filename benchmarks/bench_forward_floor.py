@@ -70,7 +70,8 @@ def main(argv=None) -> None:
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table.round(2).to_string(index=False))
     total = float(table["floor_s"].sum())
-    print(f"\nNAOPC bounds alone, whole config '{config['name']}': {total:,.0f} s ({total / 60:.0f} min) on this machine")
+    print(f"\nNAOPC bounds alone, whole config '{config['name']}': {total:,.0f} s ({total / 60:.0f} min) "
+          "on this machine")
     if args.json:
         Path(args.json).write_text(json.dumps({"config": config["name"], "suites": rows, "floor_s": total}, indent=1))
 

@@ -6,8 +6,8 @@ Units are matched by (model, dataset, evaluation, method, shard); records inside
 (method, metric). Every field of the old record is compared with the new one (numbers exactly, or
 within ``--tolerance``); fields only the new record has are listed. Renamed fields are declared in
 ``RENAMED`` and compared under their new name. Two numbers are equal when
-``|old - new| <= tolerance + rtol * |old|`` (both 0 by default: exactly). Timing units (wall seconds, memory) are skipped:
-they differ on every run. Prints a summary and exits 1 if anything differs beyond the tolerance.
+``|old - new| <= tolerance + rtol * |old|`` (both 0 by default: exactly). Timing units (wall seconds, memory) are
+skipped: they differ on every run. Prints a summary and exits 1 if anything differs beyond the tolerance.
 """
 from __future__ import annotations
 

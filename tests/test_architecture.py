@@ -122,7 +122,8 @@ def test_function_local_imports_are_heavy_optional_and_commented():
 
 def test_listing_methods_imports_no_heavy_library():
     code = ("import sys, json; import attrbench.plugin; from attrbench.cli import main; main(['methods', '--json']); "
-            "print(json.dumps(sorted(m for m in ('captum', 'shap', 'numba', 'networkx', 'sklearn') if m in sys.modules)))")
+            "print(json.dumps(sorted(m for m in ('captum', 'shap', 'numba', 'networkx', 'sklearn') "
+            "if m in sys.modules)))")
     run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout.strip().split("\n")[-1]) == []

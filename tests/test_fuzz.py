@@ -153,7 +153,8 @@ def test_fuzz_attribute(classifier, model, methods, text, target, dtype, truncat
 @FUZZ
 @given(model=st.sampled_from(MODELS), text=st.lists(texts, min_size=1, max_size=2),
        scopes=st.one_of(st.none(), plugin_list(MAP_METHODS)), layers=layer_lists, dtype=dtypes,
-       value_bias=st.sampled_from(["token"] * 4 + ["bias", "both"]), ff=st.sampled_from(["ig"] * 4 + ["shapley-exact", "x"]),
+       value_bias=st.sampled_from(["token"] * 4 + ["bias", "both"]),
+       ff=st.sampled_from(["ig"] * 4 + ["shapley-exact", "x"]),
        truncate=st.booleans())
 def test_fuzz_decompose(model, text, scopes, layers, dtype, value_bias, ff, truncate):
     argv = ["decompose", "--model", model, f"--dtype={dtype}", f"--value-bias={value_bias}",
@@ -177,7 +178,8 @@ datasets = st.sampled_from(["sva-generated"] * 6 + ["sva-linzen"] * 2 + ["sst2"]
 
 @FUZZ
 @given(model=st.sampled_from(["tiny-bert", "tiny-gpt2", "tiny-llama", "classifier"]), dataset=datasets,
-       evals=plugin_list(sorted(EVALS.names())), methods=plugin_list(SCORE_METHODS, 0), n=st.sampled_from([1, 2, 3, 3, 0, -2]),
+       evals=plugin_list(sorted(EVALS.names())), methods=plugin_list(SCORE_METHODS, 0),
+       n=st.sampled_from([1, 2, 3, 3, 0, -2]),
        seed=st.one_of(st.integers(-3, 3), st.just(2 ** 40)), split=st.sampled_from([None, "dev", "test", "val", "x"]))
 def test_fuzz_eval(tmp_path_factory, classifier, model, dataset, evals, methods, n, seed, split):
     if model == "classifier" and dataset == "sst2":  # a 3-class classifier is no SST-2 model: a binary one is
@@ -241,8 +243,10 @@ def _mutate(line: str, how: str, data) -> bytes:
 
 @FUZZ
 @given(data=st.data(), how=st.lists(st.sampled_from(["keep"] * 12 + ["truncate", "drop", "retype", "scores",
-                                                                   "bad_utf8", "text", "blank"]), min_size=0, max_size=3),
-       evals=st.sampled_from(["faithfulness_corr"] * 3 + ["erasure_aopc", "faithfulness_corr,erasure_aopc", "timing", ""]))
+                                                                   "bad_utf8", "text", "blank"]),
+                                    min_size=0, max_size=3),
+       evals=st.sampled_from(["faithfulness_corr"] * 3 + ["erasure_aopc", "faithfulness_corr,erasure_aopc",
+                                                          "timing", ""]))
 def test_fuzz_score(tmp_path_factory, data, how, evals):
     global GOOD_LINES
     GOOD_LINES = GOOD_LINES or _attribution_lines(0)
@@ -275,7 +279,8 @@ valid_suite = st.fixed_dictionaries(
     optional={"method_params": st.sampled_from([{"grad_l2": {}}, {"alti": {"value_bias": "bias"}}]),
               "eval_params": st.sampled_from([{"faithfulness_corr": {"rank": "dense"}}])})
 fuzzed_suite = st.fixed_dictionaries(
-    {"model": st.sampled_from(["tiny-bert", "tiny-gpt2", "nope"]), "dataset": st.sampled_from(["sva-generated", "sst2", "x"]),
+    {"model": st.sampled_from(["tiny-bert", "tiny-gpt2", "nope"]),
+     "dataset": st.sampled_from(["sva-generated", "sst2", "x"]),
      "evals": st.lists(st.sampled_from(CHEAP_EVALS + ["nope"]), min_size=0, max_size=2, unique=True)},
     optional={"n": st.one_of(st.integers(-1, 2), value), "methods": st.one_of(
                   st.just("all"), st.just("some"), value,
@@ -376,7 +381,8 @@ def test_fuzz_data_files(tmp_path_factory, data, how, model):
             rows[k] = b"\t".join(cells)
         elif h == "retype":
             cells = rows[k].split(b"\t")
-            cells[data.draw(st.integers(0, len(cells) - 1))] = data.draw(st.sampled_from([b"", b"x", b"-1", b"99", b"1.5"]))
+            cells[data.draw(st.integers(0, len(cells) - 1))] = data.draw(
+                st.sampled_from([b"", b"x", b"-1", b"99", b"1.5"]))
             rows[k] = b"\t".join(cells)
         elif h == "bad_utf8":
             rows[k] = rows[k][:5] + b"\xff\xfe" + rows[k][5:]

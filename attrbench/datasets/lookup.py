@@ -33,7 +33,8 @@ def examples_for(adapter, dataset: str, split: Optional[str] = None, data_dir=No
 
 
 def dataset_plugin(name: str) -> Dataset:
-    """A registered dataset by name, or a local .jsonl/.csv/.tsv/.parquet file (``attrbench.datasets.files``) by path."""
+    """A registered dataset by name, or a local .jsonl/.csv/.tsv/.parquet file (``attrbench.datasets.files``)
+    by path."""
     if name in DATASETS.names():
         return DATASETS.get(name)
     if looks_like_file(name):

@@ -153,7 +153,8 @@ def gated_ig_factors(activation, gate_total: torch.Tensor,
     ``I1 = ∫ t g'(t S_a) dt = (g(S_a) - I0) / S_a``. I0 is one shared 1-D integral per element
     (Gauss-Legendre); I1 from the identity keeps completeness exact. Returns (S_c * I1, I0).
     """
-    nodes, weights = (torch.as_tensor(a, dtype=gate_total.dtype, device=gate_total.device) for a in _gauss_legendre_unit(_GL_NODES))
+    nodes, weights = (torch.as_tensor(a, dtype=gate_total.dtype, device=gate_total.device)
+                      for a in _gauss_legendre_unit(_GL_NODES))
     i0 = torch.zeros_like(gate_total)
     for t, w in zip(nodes, weights):
         i0 += w * activation(t * gate_total)

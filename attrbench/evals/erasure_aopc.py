@@ -14,8 +14,8 @@ Removal is ``perturbation`` (default ``delete``: the tokens leave the token-id s
 ``pad`` replace them; ``auto``: mask where the model has a mask token) of ``unit`` (default
 ``token``, i.e. subword tokens; ERASER deletes whole words: ``unit = word``). Special tokens ([CLS],
 [SEP], the probe's [MASK]) always stay. AOPC = the mean over the bins. ``by_bin`` keeps the mean drop
-per bin and ``per_example`` each example's drops. A text that deletion would leave empty (one token, none special: a one-word decoder prompt)
-has no value (``n_undefined``).
+per bin and ``per_example`` each example's drops. A text that deletion would leave empty (one token,
+none special: a one-word decoder prompt) has no value (``n_undefined``).
 """
 import numpy as np
 

@@ -32,7 +32,8 @@ class LNOutliers(Analysis):
     def run(self, adapter, methods, examples, context):
         layout = layout_for(adapter.norm_first)
         before, after = layout.before_ff, layout.after_ff
-        gains = [None if norm is None else norm.weight.detach().double().cpu().numpy() for norm in ff_output_readers(adapter)]
+        gains = [None if norm is None else norm.weight.detach().double().cpu().numpy()
+                 for norm in ff_output_readers(adapter)]
         drop = [None if g is None else np.argsort(g)[:max(1, int(round(BOTTOM * len(g))))] for g in gains]
         sums, count = None, 0
         full, reduced = [], []

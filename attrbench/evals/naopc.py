@@ -101,8 +101,8 @@ class NAOPC(Evaluation):
     headline = 0
     primary_metric = "naopc_comprehensiveness"
     higher_is_better = {"naopc_comprehensiveness": True, "naopc_sufficiency": False}
-    params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model has "
-                                            "a mask token, else delete", choices=OPERATORS),
+    params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model "
+                                            "has a mask token, else delete", choices=OPERATORS),
               "unit": Param("word", "what a feature is: a word (Edin et al.) or a subword token", choices=UNITS),
               "exact_up_to": Param(10, "up to this many features the bounds are exact (2^m - 2 model outputs)",
                                    minimum=2),

@@ -59,8 +59,8 @@ class ALTILogit(Method):
             attention = [(layer["attn_n"][0][t], layer["attn_n"][1][t]) for layer in dec.parts]
             parts, bias = stream_parts(adapter.layers, dec.captures, t, attention, tolerance)
             logits, bias_logit = head_logit(steps, parts, bias, resolved.index, resolved.contrast_index)
-            real, residual = check_logit(adapter, resolved, torch.tensor([dec.input_ids], device=adapter.device), logits, bias_logit,
-                                         tolerance, self.name)
+            real, residual = check_logit(adapter, resolved, torch.tensor([dec.input_ids], device=adapter.device),
+                                         logits, bias_logit, tolerance, self.name)
             per_layer = logits[1:].view(adapter.n_layers, n + 1).double().cpu().numpy()  # [l, j]: j < n attention, n FF
             attention_logits = per_layer[:, :n]
             mixing, scores = np.eye(n), np.zeros(n)

@@ -32,7 +32,8 @@ class AttentionFlow(Rollout):
         super().__init__("attention_flow", lambda layout: "attn_w", "rollout",
                          "maximum flow through the attention graph (attention + identity)",
                          "Abnar & Zuidema 2020", identity=True, uses_values=False,
-                         aggregate_params={"max_tokens": Param(128, "longest text accepted (cost grows steeply with it)",
+                         aggregate_params={"max_tokens": Param(128,
+                                                               "longest text accepted (cost grows steeply with it)",
                                                                minimum=1)})
 
     def token_limit(self):

@@ -64,7 +64,8 @@ class CaptumMethod(GradientMethod):
         embeds = layer(input_ids).detach().requires_grad_()  # captum warns when it has to set this itself
         baselines = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach() \
             if "baseline" in values else None
-        tokens = torch.arange(input_ids.shape[1], device=embeds.device)[None, :, None].expand_as(embeds).contiguous()  # token j = feature j
+        tokens = (torch.arange(input_ids.shape[1], device=embeds.device)[None, :, None]
+                  .expand_as(embeds).contiguous())  # token j = feature j
         numpy_state = np.random.get_state()  # GradientShap draws with numpy, the others with torch
         try:
             with torch.random.fork_rng():
@@ -106,7 +107,8 @@ def _gradient_shap(forward, embeds, baselines, tokens, args, values, adapter):
 def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
     attributions = captum_attr().NoiseTunnel(captum_attr().IntegratedGradients(forward)).attribute(
         embeds, nt_type="smoothgrad", nt_samples=values["n_samples"],
-        stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines, additional_forward_args=args, n_steps=values["n_steps"],
+        stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines,
+        additional_forward_args=args, n_steps=values["n_steps"],
         method="gausslegendre")
     return attributions, {}
 

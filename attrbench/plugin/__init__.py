@@ -60,7 +60,8 @@ from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, 
 __all__ = [
     # plugin kinds and their declarations
     "Method", "MethodResult", "ScopeMap", "Rollout", "GradientMethod", "Evaluation", "Analysis", "EvalContext",
-    "Workspace", "ExampleWork", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS",
+    "Workspace", "ExampleWork", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM",
+    "FF_PARAMS",
     "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method",
     # registries
     "METHODS", "EVALS", "DATASETS", "Registry", "register",
@@ -73,7 +74,8 @@ __all__ = [
     # models
     "TransformerAdapter", "forward_hooks", "norm_spec", "Activation", "head_steps", "no_readout_reason",
     # shared operations
-    "rollout", "row_normalise", "with_identity", "max_flows", "safe_divide", "timed", "file_sha256", "Perturbations", "Forward",
+    "rollout", "row_normalise", "with_identity", "max_flows", "safe_divide", "timed", "file_sha256",
+    "Perturbations", "Forward",
     "MaskedEmbeddings", "answer", "Readout", "OPERATORS", "UNITS", "ceil_count",
     "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "Target", "ResolvedTarget",
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",

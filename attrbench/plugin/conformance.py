@@ -29,7 +29,8 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
         assert getattr(method, attr), f"{name}: method has no {attr}"
     assert method.output in ("maps", "scores"), f"{name}: unknown output kind '{method.output}'"
     params = method.get_params()
-    assert set(params) == set(method.params), f"{name}: get_params() {sorted(params)} != declared {sorted(method.params)}"
+    assert set(params) == set(method.params), (f"{name}: get_params() {sorted(params)} != declared "
+                                               f"{sorted(method.params)}")
     assert json.loads(json.dumps(params)) == params, f"{name}: parameter values must be plain JSON values"
     batched = method(adapter, list(texts))
     assert all(r.meta.get("params") == params for r in batched), f"{name}: results do not record the parameters"

@@ -57,7 +57,8 @@ def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     fig, ax = new_figure((7, 4.5))
     for r in group:
         rows = r.get("per_example") or []
-        if not rows or not isinstance(rows[0], dict) or "seconds" not in rows[0] or r["metric"] != "seconds_per_example":
+        if (not rows or not isinstance(rows[0], dict) or "seconds" not in rows[0]
+                or r["metric"] != "seconds_per_example"):
             continue
         rows = sorted(rows, key=lambda x: x["n_tokens"])
         ax.plot([x["n_tokens"] for x in rows], [x["seconds"] for x in rows], "o-", ms=3, lw=0.8, label=r["method"])

@@ -153,7 +153,8 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
     frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable")
     columns = ["group", "method", "family", *label.values(), "avg rank", "n"]
     optional = ["undefined", "published", *dict.fromkeys(c for columns_ in costs.values() for c in columns_)]
-    columns += [c for c in optional if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
+    columns += [c for c in optional
+                if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
     note = f"ranked by {statistics['metric']}: {_verdict_note(statistics)}"
     if reference:

@@ -106,7 +106,8 @@ def read_config(path: Optional[str | Path] = None) -> dict:
             try:
                 import yaml  # optional (the test extra): only YAML configs need it
             except ImportError:
-                raise ConfigError("YAML configs need PyYAML (pip install pyyaml); or write the config in TOML") from None
+                raise ConfigError("YAML configs need PyYAML (pip install pyyaml); "
+                                  "or write the config in TOML") from None
             raw = yaml.safe_load(text)
         else:
             raw = tomllib.loads(text)

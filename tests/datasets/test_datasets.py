@@ -75,7 +75,8 @@ def test_malformed_files_name_the_line(tmp_path):
         read_sst2("train", tmp_path)
     (tmp_path / "sva").mkdir()
     header = "n_attractors\torig_sentence\tmasked_sentence\tcorrect_verb\twrong_verb\tverb_index\tcorrect_is_singular\n"
-    (tmp_path / "sva" / "generated_en.tsv").write_text(header + "0\tthe dog runs\tthe dog ***mask***\truns\trun\t1\t1\n")
+    (tmp_path / "sva" / "generated_en.tsv").write_text(
+        header + "0\tthe dog runs\tthe dog ***mask***\truns\trun\t1\t1\n")
     with pytest.raises(InputError, match="line 2: verb_index 1 does not point at the verb 'runs'"):
         read_sva("sva-generated", tmp_path)
 

@@ -64,7 +64,8 @@ def test_sst2_rows_in_a_file_score_as_the_shipped_dataset(task_models, tmp_path,
     rows = [{"id": i.split(":")[-1], "text": dev[int(i.split(":")[-1])]["sentence"],
              "label": dev[int(i.split(":")[-1])]["label"]} for i in ids]
     if layout == "jsonl-names":  # labels by name, as the model's id2label has them
-        path = write_jsonl(tmp_path / "mine.jsonl", [{**r, "label": ["negative", "positive"][r["label"]]} for r in rows])
+        path = write_jsonl(tmp_path / "mine.jsonl",
+                           [{**r, "label": ["negative", "positive"][r["label"]]} for r in rows])
     else:
         path = write_table(tmp_path / f"mine.{layout}", rows, "\t" if layout == "tsv" else ",")
     mine = evaluate(adapter, methods, evals, path, n=None, progress=False,
@@ -74,7 +75,8 @@ def test_sst2_rows_in_a_file_score_as_the_shipped_dataset(task_models, tmp_path,
         assert sorted(b["example_ids"]) == sorted(f"mine:{i.split(':')[-1]}" for i in a["example_ids"])
         by_id = dict(zip(b["example_ids"], b["values"]))
         assert [by_id[f"mine:{i.split(':')[-1]}"] for i in a["example_ids"]] == pytest.approx(a["values"], abs=1e-6)
-        assert b["file_sha256"] != a["file_sha256"] and b["data_file"] == str((tmp_path / f"mine.{path[-5:].split('.')[-1]}").resolve())
+        assert (b["file_sha256"] != a["file_sha256"]
+                and b["data_file"] == str((tmp_path / f"mine.{path[-5:].split('.')[-1]}").resolve()))
 
 
 # -- minimal pairs ----------------------------------------------------------------------------
@@ -90,7 +92,8 @@ def test_minimal_pairs_read_as_a_contrast_at_the_differing_word(tiny_models, tmp
         assert notes[f"skipped_{reason}"] == expected.count(reason)
     first = examples[0]
     assert first.target == "contrast:are/is"
-    assert first.text == ("the keys to the cabinet" if adapter.causal else "the keys to the cabinet [MASK] on the table .")
+    assert first.text == ("the keys to the cabinet" if adapter.causal
+                          else "the keys to the cabinet [MASK] on the table .")
     assert examples[-1].target == "contrast:cat/cats"
     # the explained score is the real logit difference at the row the model reads
     ids = adapter.tokenizer(first.text)["input_ids"]
@@ -110,7 +113,8 @@ def test_minimal_pairs_read_as_a_contrast_at_the_differing_word(tiny_models, tmp
 
 
 def test_minimal_pairs_need_a_language_model(task_models, tmp_path):
-    path = write_jsonl(tmp_path / "pairs.jsonl", [{"sentence_good": "the dog runs .", "sentence_bad": "the dogs runs ."}])
+    path = write_jsonl(tmp_path / "pairs.jsonl",
+                       [{"sentence_good": "the dog runs .", "sentence_bad": "the dogs runs ."}])
     with pytest.raises(InputError, match=r"pairs.jsonl line 1: minimal pairs .* needs a masked or causal LM; .* is a "
                                          "sequence classifier"):
         examples_for(task_models["sst2"], path)
@@ -120,27 +124,34 @@ def test_minimal_pairs_need_a_language_model(task_models, tmp_path):
 BAD_FILES = [  # (file name, content, expected message)
     ("bad.jsonl", '{"text": "a good film", "label": 1}\n{"text": "a bad film", "label": 0\n',
      r"bad.jsonl line 2: not valid JSON"),
-    ("bad.jsonl", '{"text": "a good film", "label": 1}\n["a bad film", 0]\n', r"bad.jsonl line 2: each line must be a JSON object"),
-    ("bad.csv", 'text,label\na good film,1\n"a bad, bad film",0\na bad, bad film,0\n', r"bad.csv line 4: 3 fields, but the header has 2"),
-    ("bad.tsv", "text\tlabel\na good film\tupbeat\n", r"bad.tsv line 2: label 'upbeat' is not one of .*: 0 \(negative\), 1 \(positive\)"),
+    ("bad.jsonl", '{"text": "a good film", "label": 1}\n["a bad film", 0]\n',
+     r"bad.jsonl line 2: each line must be a JSON object"),
+    ("bad.csv", 'text,label\na good film,1\n"a bad, bad film",0\na bad, bad film,0\n',
+     r"bad.csv line 4: 3 fields, but the header has 2"),
+    ("bad.tsv", "text\tlabel\na good film\tupbeat\n",
+     r"bad.tsv line 2: label 'upbeat' is not one of .*: 0 \(negative\), 1 \(positive\)"),
     ("bad.tsv", "text\tlabel\na good film\t7\n", r"bad.tsv line 2: label 7 does not exist: .* has classes 0..1"),
     ("bad.jsonl", '{"text": "a good film", "label": 1, "rationale": [1, 3]}\n',
      r"bad.jsonl line 1: rationale index 3 is outside the 3 words of text"),
-    ("bad.csv", 'text,label,rationale_mask\na good film,1,"0 1"\n', r"bad.csv line 2: rationale_mask must be 3 values of 0 or 1"),
-    ("bad.jsonl", '{"text": "a good film", "label": 1, "rationale": "good"}\n', r"line 1: rationale must be a list of integers"),
+    ("bad.csv", 'text,label,rationale_mask\na good film,1,"0 1"\n',
+     r"bad.csv line 2: rationale_mask must be 3 values of 0 or 1"),
+    ("bad.jsonl", '{"text": "a good film", "label": 1, "rationale": "good"}\n',
+     r"line 1: rationale must be a list of integers"),
     ("bad.jsonl", "", r"bad.jsonl has no rows"),
     ("bad.csv", "", r"bad.csv is empty; expected a header row"),
     ("bad.csv", "text,label\n", r"bad.csv has no rows"),
     ("bad.csv", "sentence,label\na good film,1\n", r"bad.csv line 2: needs a text field .*found label, sentence"),
     ("bad.jsonl", '{"text": "a good film"}\n', r"line 1: no target: give label .* or target"),
-    ("bad.jsonl", '{"text": "a good [MASK]", "target": "token:film"}\n', r"line 1: .* is a classifier: use target class:K"),
+    ("bad.jsonl", '{"text": "a good [MASK]", "target": "token:film"}\n',
+     r"line 1: .* is a classifier: use target class:K"),
     ("bad.jsonl", '{"text": "a good film", "target": "class:x"}\n', r"line 1: target 'class:x' is not understood"),
     ("bad.jsonl", '{"id": 1, "text": "a good film", "label": 1}\n{"id": "1", "text": "a film", "label": 0}\n',
      r"line 2: id '1' is already used on line 1"),
     ("bad.jsonl", '{"text": "a film", "sentence_good": "a film", "sentence_bad": "a films", "label": 0}\n',
      r"line 1: give text or sentence_good/sentence_bad, not both"),
     ("bad.tsv", "text\tlabel\na good \xe9 film\t1\n".encode("latin-1"), r"bad.tsv line 2: not UTF-8 text"),
-    ("bad.txt", "a good film\n", r"unknown dataset .*bad.txt'.*or give the path of a .jsonl, .csv, .tsv or .parquet file"),
+    ("bad.txt", "a good film\n",
+     r"unknown dataset .*bad.txt'.*or give the path of a .jsonl, .csv, .tsv or .parquet file"),
     ("missing.jsonl", None, r"dataset file .*missing.jsonl does not exist"),
 ]
 
@@ -289,15 +300,19 @@ def test_cli_params_reach_the_plugins(tiny_models, tmp_path):
     code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr", "--method",
                      "alti", "--out", str(out)])
     assert code == 2 and "set its reference_method, e.g. --param faithfulness_corr.reference_method=blank_out" in err
-    code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr", "--method", "alti",
+    code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr",
+                     "--method", "alti",
                      "--param", "faithfulness_corr.reference_method=blank_out", "--param", "alti.value_bias=bias",
                      "--out", str(out), "--json"])
     assert code == 0, err
     record = json.loads(next(out.glob("*.json")).read_text())["records"][0]
     assert record["reference"] == "blank_out" and record["method_params"] == {"value_bias": "bias"}
-    for bad, message in (("x", "is not PLUGIN.NAME=VALUE"), ("nope.x=1", "'nope' is not a method, evaluation or dataset"),
-                         ("naopc.max_beam_width=2", "parameters given for evaluation 'naopc', which is not among those run"),
-                         ("faithfulness_corr.reference_method=nope", "faithfulness_corr reference_method: unknown method")):
+    for bad, message in (("x", "is not PLUGIN.NAME=VALUE"),
+                         ("nope.x=1", "'nope' is not a method, evaluation or dataset"),
+                         ("naopc.max_beam_width=2",
+                          "parameters given for evaluation 'naopc', which is not among those run"),
+                         ("faithfulness_corr.reference_method=nope",
+                          "faithfulness_corr reference_method: unknown method")):
         code, err = cli(["eval", "--model", "tiny-gpt2", "--dataset", path, "--eval", "faithfulness_corr", "--method",
                          "alti", "--param", bad, "--out", str(tmp_path / "o2")])
         assert code == 2 and message in err and len(err.strip().splitlines()) == 1, err

@@ -68,7 +68,8 @@ def test_naopc_renormalises_when_a_method_beats_the_beam(tiny_models):
     assert _aopc(perturbations, best) > greedy[1] + 1e-9, "this text needs an ordering that beats greedy"
     naopc = NAOPC().with_params(perturbation="delete", unit="token")
     shared = [{"m": perturbations.m, "bounds": list(greedy), "search": "beam", "beam_width": 1, "converged": False}]
-    winner = {"aopc_comprehensiveness": _aopc(perturbations, best), "aopc_sufficiency": _aopc(perturbations, best, True)}
+    winner = {"aopc_comprehensiveness": _aopc(perturbations, best),
+              "aopc_sufficiency": _aopc(perturbations, best, True)}
     other = {"aopc_comprehensiveness": _aopc(perturbations, orders[1]),
              "aopc_sufficiency": _aopc(perturbations, orders[1], True)}
     out = naopc.summarise({"winner": [winner], "other": [other]}, shared)

@@ -52,7 +52,8 @@ def test_integrated_gradients_is_complete(tiny_models):
     token = few.meta["index"]
     with torch.no_grad():
         gap = float(adapter.model(input_ids=ids).logits[0, -1, token]
-                    - adapter.model(input_ids=torch.full_like(ids, adapter.tokenizer.pad_token_id)).logits[0, -1, token])
+                    - adapter.model(
+                        input_ids=torch.full_like(ids, adapter.tokenizer.pad_token_id)).logits[0, -1, token])
     assert few.meta["relative_delta"] == pytest.approx(abs(few.values.sum() - gap) / abs(gap), rel=1e-9)
     assert few.meta["relative_delta"] > 1e-4 > result.meta["relative_delta"]
 

@@ -35,7 +35,8 @@ def test_smollm2_all_scopes_complete():
     assert max(dec64.residuals.values()) < 1e-6
 
 
-SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,integrated_gradients,blank_out,"
+SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,"
+                 "integrated_gradients,blank_out,"
                  "value_zeroing,attention_flow,saliency,deeplift,gradient_shap,smooth_grad,occlusion,feature_ablation,"
                  "lime,kernel_shap,shapley_sampling,alti_logit,attn_lrp,decompx")
 
@@ -47,7 +48,8 @@ def quick_minilm_heads(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("minilm-heads")
     quick = Recipe(train_size=320, batch_size=32)
-    records = {task: build_task_model("minilm-l6", task, root / task, quick, progress=False) for task in ("sst2", "sva")}
+    records = {task: build_task_model("minilm-l6", task, root / task, quick, progress=False)
+               for task in ("sst2", "sva")}
     return root, records
 
 

@@ -130,7 +130,8 @@ class TinyPairs(Dataset):
 def test_third_party_dataset_plugin_is_listed_and_runs_on_the_leaderboard(monkeypatch, tmp_path, capsys):
     from attrbench.registry import DATASETS
 
-    ep = EntryPoint(name="tiny-pairs", value="tests.plugin.test_registry_and_params:TinyPairs", group="attrbench.datasets")
+    ep = EntryPoint(name="tiny-pairs", value="tests.plugin.test_registry_and_params:TinyPairs",
+                    group="attrbench.datasets")
     monkeypatch.setattr("attrbench.registry.entry_points", lambda group: [ep] if group == "attrbench.datasets" else [])
     monkeypatch.setattr(DATASETS, "_plugins", dict(DATASETS._plugins))  # restored after the test
     monkeypatch.setattr(DATASETS, "_entry_points_loaded", False)

@@ -21,7 +21,8 @@ def config_file(tmp_path):
 
 
 REPORT_CONFIG = CONFIG.replace("n = 5", "n = 10").replace('methods = ["alti", "blank_out", "atb_ln_ff_res"]',
-                                                              'methods = ["alti", "blank_out", "grad_l2", "atb_ln_ff_res"]')
+                                                              'methods = ["alti", "blank_out", "grad_l2", '
+                                                              '"atb_ln_ff_res"]')
 
 
 def browser_or_skip() -> str:
