@@ -232,10 +232,13 @@ def export_compact(store: Store, path: str | Path) -> int:
     table = pa.table({**{name: pa.array(columns[name], pa.string()) for name in _COLUMNS}, **typed})
     # zlib: the plan lists every sampled example
     header = json.dumps({"format": COMPACT_FORMAT, "meta": meta, "rows": len(rows)}).encode()
-    table = table.replace_schema_metadata({"attrbench": zlib.compress(header, 9)})
     partial = Path(path).with_suffix(".partial")
-    pq.write_table(table, partial, compression="zstd", compression_level=19, write_page_checksum=True,
-                   use_dictionary=["suite", "eval", "method", "example", "created"])
+    # no ARROW:schema: it would hold the header a second time (base64) and the parquet types say it all
+    with pq.ParquetWriter(partial, table.schema, compression="zstd", compression_level=19, store_schema=False,
+                          write_page_checksum=True,
+                          use_dictionary=["suite", "eval", "method", "example", "created"]) as writer:
+        writer.write_table(table)
+        writer.add_key_value_metadata({"attrbench": zlib.compress(header, 9)})  # pyarrow 17; read as schema metadata
     partial.replace(path)
     return len(rows)
 

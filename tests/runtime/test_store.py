@@ -28,6 +28,9 @@ def test_payloads_with_empty_dicts_at_any_depth_export_and_rebuild_bit_for_bit(t
     store.close()
     table = pq.read_table(tmp_path / COMPACT)
     assert table.column("payload").null_count == 2  # the two float groups typed; every empty-dict group text
+    # the header once: no ARROW:schema (it would repeat the header), the typed columns still read back typed
+    assert set(pq.ParquetFile(tmp_path / COMPACT).metadata.metadata) == {b"attrbench"}
+    assert str(table.schema.field("payload_0").type) == "struct<values: list<element: double>, n: int64>"
     rebuilt = run_store(tmp_path, tmp_path / "cache")
     assert _rows_of(rebuilt) == _rows_of(tmp_path / "store.sqlite")
 
