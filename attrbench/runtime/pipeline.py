@@ -19,7 +19,7 @@ import time
 from collections import Counter
 from contextlib import closing
 from pathlib import Path
-from typing import Iterator, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
 import torch
 from tqdm.auto import tqdm
@@ -70,9 +70,11 @@ class Pipeline:
         return out
 
     def execute(self, plans: Sequence[SuitePlan], executor=None, budget: Optional[float] = None,
-                started: Optional[float] = None, only: Optional[list[set[str]]] = None) -> dict:
+                started: Optional[float] = None, only: Optional[list[set[str]]] = None,
+                tally: Optional[Callable[[dict, bool], dict]] = None) -> dict:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
-        (counted from ``started``) would be spent; each finished job's rows are stored in one transaction."""
+        (counted from ``started``) would be spent; each finished job's rows are stored in one transaction,
+        with ``tally(example_costs so far, True)`` as store metadata where given (a killed run keeps its costs)."""
         started = time.monotonic() if started is None else started
         queue = _schedule(plans, self.jobs(plans, only))
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
@@ -98,7 +100,6 @@ class Pipeline:
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
                    disable=not self.options.progress)
         for plan, job, rows, counts in executor.map(feed(), self.context):
-            self.store.put(rows)
             now = time.monotonic()
             seconds.setdefault((plan.index, job.analysis is not None), []).append(now - state["last"])
             state["last"] = now
@@ -111,6 +112,7 @@ class Pipeline:
                 cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
                 cost["examples"] += len(job.rows)
                 cost["cpu_seconds"] += counts.get("cpu_seconds", 0.0)
+            self.store.put(rows, meta=tally(costs, True) if tally else None)
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
@@ -267,12 +269,19 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
         stage = time.monotonic()
         # extending: what the config adds on the published examples only (no cell grows, no analysis is added)
         only = [store.examples(plan.name) for plan in plans] if extend is not None else None
-        done = pipeline.execute(plans, executor, budget, started, only)
+        before = {key: store.meta(key) for key in ("runs", "cpu_hours", "example_costs")}
+
+        def tally(costs: dict, stored: bool) -> dict:
+            """The folder's totals with this run in so far; a run that stored nothing (a resume of a finished
+            folder, an --extend copy) is not counted as one."""
+            return {"runs": (before["runs"] or 0) + stored,
+                    "cpu_hours": (before["cpu_hours"] or 0.0) + (time.monotonic() - started)
+                    * torch.get_num_threads() / 3600,
+                    "example_costs": add_costs(before["example_costs"] or {}, costs)}
+
+        done = pipeline.execute(plans, executor, budget, started, only, tally)
         seconds = time.monotonic() - started
-        # a run that stored nothing (a resume of a finished folder, an --extend copy) is not counted as one
-        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), runs=(store.meta("runs") or 0) + bool(done["rows"]),
-                       cpu_hours=(store.meta("cpu_hours") or 0.0) + seconds * torch.get_num_threads() / 3600,
-                       example_costs=add_costs(store.meta("example_costs") or {}, done["example_costs"]),
+        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), **tally(done["example_costs"], done["rows"] > 0),
                        last_run={**done, "seconds": round(seconds, 1), "budget_seconds": budget})
         return {**done, "plan_seconds": plan_seconds, "compute_seconds": time.monotonic() - stage}
     finally:

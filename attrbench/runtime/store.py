@@ -92,8 +92,11 @@ class Store:
     def set_meta(self, **values) -> None:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
-            self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                                [(k, json.dumps(v, default=str)) for k, v in values.items()])
+            self._write_meta(values)
+
+    def _write_meta(self, values: dict) -> None:
+        self.db.executemany("INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                            [(k, json.dumps(v, default=str)) for k, v in values.items()])
 
     # -- rows --------------------------------------------------------------------------------
     def done(self, keys: Iterable[str]) -> set[str]:
@@ -110,9 +113,9 @@ class Store:
         return {row[0] for row in self.db.execute(
             "SELECT DISTINCT example FROM results WHERE suite = ? AND example != 'sample'", (suite,))}
 
-    def put(self, rows: list[dict]) -> None:
-        """Store rows (``key, suite, eval, method, example, payload``) in one transaction: all or none.
-        A row already stored is left as it is."""
+    def put(self, rows: list[dict], meta: Optional[dict] = None) -> None:
+        """Store rows (``key, suite, eval, method, example, payload``) in one transaction: all or none,
+        with ``meta`` values where given (a run's running totals). A row already stored is left as it is."""
         stamp = time.strftime("%Y-%m-%d %H:%M:%S")
         values = []
         for row in rows:
@@ -122,6 +125,7 @@ class Store:
         with self.db:
             self.db.execute("BEGIN IMMEDIATE")
             self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
+            self._write_meta(meta or {})
 
     def get(self, keys: Iterable[str]) -> dict[str, object]:
         """The payloads of those of ``keys`` that are stored; a row whose checksum fails raises."""

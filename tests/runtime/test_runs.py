@@ -474,12 +474,18 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path)
                                                                      for e in plan.analyses}
     partial = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM results").fetchone()[0]
     assert 20 <= partial < len(expected)
+    killed = load_run(db_path.parent).meta  # the killed run's cost came with its rows
+    assert killed["runs"] == 1 and killed["cpu_hours"] > 0
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout)
     assert summary["rows"] == len(expected) - partial
     keys = [k for (k,) in sqlite3.connect(db_path).execute("SELECT key FROM results")]
     assert sorted(keys) == sorted(expected)  # none lost, none twice
+    meta = load_run(db_path.parent).meta  # and every example priced once, by the run that stored it
+    assert meta["runs"] == 2 and meta["cpu_hours"] > killed["cpu_hours"]
+    assert {name: cost["examples"] for name, cost in meta["example_costs"].items()} == \
+        {plan.name: len(plan.examples) for plan in plans}
 
 
 def test_a_budget_goes_to_the_suites_that_can_rank_first_then_the_analyses_then_growth(tmp_path):
