@@ -27,6 +27,8 @@ from .runtime.options import DTYPES, RunOptions
 from .runtime.pipeline import evaluate, run_leaderboard, score_attributions
 from .runtime.provenance import provenance, table, write_results
 
+# not results.parquet: that name is a compactly published folder's rows (runtime.store.COMPACT)
+EXPORT = "per_example.parquet"
 
 def _quiet_transformers() -> None:
 
@@ -323,7 +325,7 @@ def _paths_json(paths: dict) -> dict:
 def cmd_report(args) -> None:
     paths = write_report(args.run_dir)
     if args.export:  # one row per (model, dataset, eval, metric, method, example), for one's own analysis
-        paths["results"] = Path(args.run_dir) / "results.parquet"
+        paths["results"] = Path(args.run_dir) / EXPORT
         partial = paths["results"].with_suffix(".partial")
         load_run(args.run_dir).results.to_parquet(partial, index=False)
         partial.replace(paths["results"])
@@ -462,7 +464,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="(re)write leaderboard.md and report.html of a run folder")
     p.add_argument("run_dir")
-    p.add_argument("--export", choices=["parquet"], help="also write results.parquet: one row per model, dataset, "
+    p.add_argument("--export", choices=["parquet"], help=f"also write {EXPORT}: one row per model, dataset, "
                                                         "evaluation, metric, method and example")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_report)

@@ -1,6 +1,7 @@
 """The Python API: the same results as the CLI, pandas out, saliency in HTML, DataFrames and parquet in, a
 notebook's own method in every entry point, and the CLI's one-line errors for bad input."""
 import json
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -8,10 +9,11 @@ import pandas as pd
 import pytest
 
 import attrbench
-from attrbench.cli import main
+from attrbench.cli import EXPORT, main
 from attrbench.errors import InputError
 from attrbench.plugin import Method, MethodResult
 from attrbench.registry import METHODS
+from attrbench.runtime.store import COMPACT, Store, export_compact
 
 
 def test_attribute_equals_the_cli_and_shows_itself(capsys):
@@ -177,8 +179,16 @@ def test_load_run_results_equal_the_leaderboards_means(tmp_path):
     paths = loaded.report()
     assert paths["leaderboard"].is_file()
     assert main(["report", str(tmp_path / "tiny"), "--export", "parquet", "--json"]) == 0
-    exported = pd.read_parquet(tmp_path / "tiny" / "results.parquet")
+    exported = pd.read_parquet(tmp_path / "tiny" / EXPORT)
     pd.testing.assert_frame_equal(exported, loaded.results.reset_index(drop=True))
+    # a compactly published folder's rows are its results.parquet: the export is written beside them
+    published = tmp_path / "published"
+    published.mkdir()
+    with closing(Store(tmp_path / "tiny" / "store.sqlite", readonly=True)) as store:
+        export_compact(store, published / COMPACT)
+    assert main(["report", str(published), "--export", "parquet", "--json"]) == 0
+    pd.testing.assert_frame_equal(attrbench.load_run(published).results, loaded.results)
+    pd.testing.assert_frame_equal(pd.read_parquet(published / EXPORT), exported)
 
 
 REPORTS = Path(__file__).parent.parent / "reports"
