@@ -74,7 +74,7 @@ class Pipeline:
                 tally: Optional[Callable[[dict, bool], dict]] = None) -> dict:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction,
-        with ``tally(example_costs so far, True)`` as store metadata where given (a killed run keeps its costs)."""
+        with ``tally(example_costs so far, rows stored)`` as metadata where given (a killed run keeps its costs)."""
         started = time.monotonic() if started is None else started
         queue = _schedule(plans, self.jobs(plans, only))
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
@@ -112,7 +112,7 @@ class Pipeline:
                 cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
                 cost["examples"] += len(job.rows)
                 cost["cpu_seconds"] += counts.get("cpu_seconds", 0.0)
-            self.store.put(rows, meta=tally(costs, True) if tally else None)
+            self.store.put(rows, meta=tally(costs, bool(rows)) if tally else None)
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
@@ -274,14 +274,14 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
         def tally(costs: dict, stored: bool) -> dict:
             """The folder's totals with this run in so far; a run that stored nothing (a resume of a finished
             folder, an --extend copy) is not counted as one."""
-            return {"runs": (before["runs"] or 0) + stored,
+            return {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": (before["runs"] or 0) + stored,
                     "cpu_hours": (before["cpu_hours"] or 0.0) + (time.monotonic() - started)
                     * torch.get_num_threads() / 3600,
                     "example_costs": add_costs(before["example_costs"] or {}, costs)}
 
         done = pipeline.execute(plans, executor, budget, started, only, tally)
         seconds = time.monotonic() - started
-        store.set_meta(finished=time.strftime("%Y-%m-%d %H:%M:%S"), **tally(done["example_costs"], done["rows"] > 0),
+        store.set_meta(**tally(done["example_costs"], done["rows"] > 0),
                        last_run={**done, "seconds": round(seconds, 1), "budget_seconds": budget})
         return {**done, "plan_seconds": plan_seconds, "compute_seconds": time.monotonic() - stage}
     finally:

@@ -475,7 +475,7 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path)
     partial = sqlite3.connect(db_path).execute("SELECT COUNT(*) FROM results").fetchone()[0]
     assert 20 <= partial < len(expected)
     killed = load_run(db_path.parent).meta  # the killed run's cost came with its rows
-    assert killed["runs"] == 1 and killed["cpu_hours"] > 0
+    assert killed["runs"] == 1 and killed["cpu_hours"] > 0 and killed["finished"] >= killed["started"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(out.stdout)
