@@ -100,6 +100,7 @@ BAD_TARGETS = {  # (model, target) -> the words of the one error every method gi
     ("tiny-gpt2", "token:dogs run"): "a token target must be one token",
     ("tiny-gpt2", "class:3"): "is a language model",
     ("tiny-llama", "contrast:is/"): "a token target must be one token",
+    ("tiny-gpt2", "contrast:is/is"): "a contrast needs two different tokens",
     ("tiny-bert", "token:are"): "needs a [MASK] token",
     ("tiny-bert", "next"): "is not a causal LM",
     ("tiny-bert", "position:40"): "outside the",

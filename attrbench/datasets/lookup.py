@@ -4,7 +4,7 @@ Sampling is seeded and every example carries a stable id (``dataset:split:row``)
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 
@@ -43,10 +43,13 @@ def dataset_plugin(name: str) -> Dataset:
                      "a .jsonl, .csv, .tsv or .parquet file (see README, \"Your own data\")")
 
 
-def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example]:
+def sample(examples: list[Example], n: Optional[int], seed: int,
+           usable: Optional[Callable[[Example], bool]] = None, skipped: Optional[list[str]] = None) -> list[Example]:
     """The first ``n`` examples of a seeded random order (all of them, in that order, when n is None or larger):
     the sample of size n is the start of the sample of size n + 1, so raising n extends a sample instead of
-    drawing another (anytime runs grow their cells)."""
+    drawing another (anytime runs grow their cells). Examples that ``usable`` refuses are passed over in that
+    order, their ids appended to ``skipped``: the others keep their places (leaving them out of ``examples``
+    would draw another order)."""
     if not examples:
         raise InputError("the dataset has no usable example for this model (all skipped)")
     if n is not None and n < 1:
@@ -54,4 +57,14 @@ def sample(examples: list[Example], n: Optional[int], seed: int) -> list[Example
     if seed < 0:
         raise InputError(f"--seed {seed}: the sampling seed must be 0 or more")
     order = np.random.default_rng(seed).permutation(len(examples))
-    return [examples[k] for k in order[:n]]
+    if usable is None:
+        return [examples[k] for k in order[:n]]
+    chosen = []
+    for k in order:
+        if n is not None and len(chosen) == n:
+            break
+        if usable(examples[k]):
+            chosen.append(examples[k])
+        elif skipped is not None:
+            skipped.append(examples[k].id)
+    return chosen

@@ -139,9 +139,20 @@ class ResolvedTarget:
                 "explains": self.explains}
 
 
-def _token_id(adapter, word: str) -> int:
+def _token_ids(adapter, word: str) -> list[int]:
     text = word if word.startswith(" ") or not adapter.causal else " " + word  # continuation after a word
-    ids = adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
+    return adapter.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def same_contrast(adapter, target: Target | str) -> bool:
+    """Whether ``target`` is a contrast whose two words are one token for ``adapter`` (a data error, e.g. four
+    Linzen items read 'lie/lie'): the logit difference it explains is 0 whatever the input."""
+    target = Target.parse(target) if isinstance(target, str) else target
+    return target.kind == "contrast" and _token_ids(adapter, target.token) == _token_ids(adapter, target.contrast)
+
+
+def _token_id(adapter, word: str) -> int:
+    ids = _token_ids(adapter, word)
     if len(ids) != 1:
         raise InputError(f"'{word}' is {len(ids)} tokens for '{adapter.name}'; a token target must be one token")
     if ids[0] == adapter.tokenizer.unk_token_id:
@@ -190,6 +201,9 @@ def resolve(adapter, input_ids: list[int], target: Target, logits=None, predict:
         raise InputError(f"'{adapter.name}' is a language model: use --target token:WORD, contrast:A/B or auto")
     token = _token_id(adapter, target.token) if target.kind in ("token", "contrast") else predicted(at_row=True)
     contrast = _token_id(adapter, target.contrast) if target.kind == "contrast" else None
+    if contrast is not None and contrast == token:
+        raise InputError(f"target '{target}': both words are the token {target.token!r} for '{adapter.name}', so "
+                         "their logit difference is 0 for any input; a contrast needs two different tokens")
     if token is None:
         return ResolvedTarget(head, row, None, None, target, "predicted token")
     names = adapter.tokenizer.convert_ids_to_tokens([token] + ([] if contrast is None else [contrast]))

@@ -196,6 +196,9 @@ def _notes(evaluation, group: list[dict]) -> str:
                 f"{', '.join(map(str, beam['beam_widths'])) or '–'}, {beam['beam_not_converged']} not converged), "
                 "exact on the rest; orderings that beat a beam bound widened it: "
                 + (", ".join(f"{m} on {k}" for m, k in broken.items()) or "none did"))
+    passed = next((r["skipped_same_contrast"] for r in group if r.get("skipped_same_contrast")), None)
+    if passed:
+        out += f"; passed over (a contrast of one token with itself): {', '.join(passed)}"
     if any(r.get("published") for r in group):
         out += "; published: " + ", ".join(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
     return out

@@ -27,7 +27,7 @@ from ..datasets.base import Example
 from ..datasets.lookup import sample
 from ..errors import InputError
 from ..ops.hashing import text_sha256
-from ..ops.targets import Target, resolve
+from ..ops.targets import Target, resolve, same_contrast
 from ..plugin.evaluation import EvalContext, Evaluation
 from ..plugin.method import Method
 from ..registry import EVALS, METHODS
@@ -201,8 +201,9 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
                                     else suite.methods, suite.method_params, suite.exclude_methods,
                                     lambda name: context.method(name, {}))
     examples, notes = context.examples(adapter, suite.dataset, suite.split, suite.dataset_params)
-    if suite.example_ids is None:
-        chosen = sample(examples, suite.n, seed)
+    passed_over: list[str] = []
+    if suite.example_ids is None:  # a contrast of one token with itself explains nothing: passed over, named
+        chosen = sample(examples, suite.n, seed, lambda e: not same_contrast(adapter, e.target), passed_over)
     else:
         by_id = {e.id: e for e in examples}
         chosen = [by_id[i] for i in suite.example_ids]
@@ -218,7 +219,7 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
                 and "random" not in suite.exclude_methods:
             given = [*given, context.method("random", {})]
         scoring.append((evaluation, given))
-    notes = {**notes, "dataset_size": len(examples)}
+    notes = {**notes, "dataset_size": len(examples), **({"skipped_same_contrast": passed_over} if passed_over else {})}
     return SuitePlan(index, suite, adapter.name, adapter.weights_sha256, str(adapter.dtype).replace("torch.", ""),
                      suite.dataset, suite.split, notes, chosen, scoring, analyses, seed,
                      min(examples, key=lambda e: len(e.text), default=None))

@@ -34,6 +34,10 @@ def test_sample_is_seeded_and_records_ids(tiny_models):
     assert len({e.id for e in examples}) == len(examples)
     with pytest.raises(InputError, match="at least one"):
         sample(examples, 0, 0)
+    # an example the caller cannot use is passed over and named; the others keep their places in the order
+    skipped = []
+    d = sample(examples, 5, 1, usable=lambda e: e.id != a[2].id, skipped=skipped)
+    assert [e.id for e in d] == [e.id for e in a[:2] + sample(examples, 6, 1)[3:]] and skipped == [a[2].id]
 
 
 def test_causal_lm_reads_left_context_with_contrast_target(tiny_models):

