@@ -427,11 +427,11 @@ def test_a_full_disk_keeps_whole_shards_and_the_rerun_completes(config_file, tmp
 
     real, calls = store_module.Store.put, []
 
-    def full_disk(self, rows):
+    def full_disk(self, rows, meta=None):
         calls.append(len(rows))
         if len(calls) == 3:
             raise sqlite3.OperationalError("database or disk is full")
-        return real(self, rows)
+        return real(self, rows, meta)
 
     monkeypatch.setattr(store_module.Store, "put", full_disk)
     args = ["run", str(config_file), "--out", str(tmp_path / "runs")]
