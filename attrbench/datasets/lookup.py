@@ -57,13 +57,11 @@ def sample(examples: list[Example], n: Optional[int], seed: int,
     if seed < 0:
         raise InputError(f"--seed {seed}: the sampling seed must be 0 or more")
     order = np.random.default_rng(seed).permutation(len(examples))
-    if usable is None:
-        return [examples[k] for k in order[:n]]
     chosen = []
     for k in order:
         if n is not None and len(chosen) == n:
             break
-        if usable(examples[k]):
+        if usable is None or usable(examples[k]):
             chosen.append(examples[k])
         elif skipped is not None:
             skipped.append(examples[k].id)
