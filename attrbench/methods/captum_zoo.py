@@ -25,11 +25,14 @@ baseline's together), so a token's score is its feature's value:
 - ShapleyValueSampling (Castro et al. 2009; ``n_samples`` random permutations; the scores sum to
   F(x) - F(x') up to captum's float32 accumulation).
 
-Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch.
+Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch, and
+on any device: every draw is made on the CPU (captum's NoiseTunnel, behind SmoothGrad and GradientShap, would
+draw its noise on the input's device, whose generator gives other numbers for the same seed).
 """
 from __future__ import annotations
 
 import warnings
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -38,6 +41,23 @@ from attrbench.plugin import BASELINE_PARAM, GradientMethod, InputError, Param, 
 
 SEED = Param(0, "seed of the random draws (per text)", minimum=0)
 BATCH = Param(32, "perturbed copies per forward pass (bounds memory)", minimum=1)
+
+
+@contextmanager
+def _noise_drawn_on_cpu():
+    """captum's own noise draw (``NoiseTunnel._add_noise_to_input``), made on a CPU copy of the input and moved
+    back: on a CPU input it is the same call, on a GPU input the same numbers. Only inside one attribution."""
+    tunnel = captum_attr().NoiseTunnel
+    own = tunnel.__dict__["_add_noise_to_input"]
+
+    def add_noise(input, stdev, nt_samples_partition):
+        return own.__func__(input.detach().cpu(), stdev, nt_samples_partition).to(input.device)
+
+    tunnel._add_noise_to_input = staticmethod(add_noise)
+    try:
+        yield
+    finally:
+        tunnel._add_noise_to_input = own
 
 
 class _Module(torch.nn.Module):
@@ -68,7 +88,7 @@ class CaptumMethod(GradientMethod):
                   .expand_as(embeds).contiguous())  # token j = feature j
         numpy_state = np.random.get_state()  # GradientShap draws with numpy, the others with torch
         try:
-            with torch.random.fork_rng():
+            with torch.random.fork_rng(), _noise_drawn_on_cpu():
                 torch.manual_seed(values.get("seed", 0))
                 np.random.seed(values.get("seed", 0))
                 attributions, meta = self.call(forward, embeds, baselines, tokens, (attention_mask,), values,
