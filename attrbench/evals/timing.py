@@ -3,7 +3,8 @@
 Every attribution a run computes is timed as it is computed (``attrbench.plugin.Workspace``: one
 untimed warm-up call of each method per process first, on the dataset's shortest example in a run, since
 lazy imports and compilation are not the method's cost), so timing costs nothing beyond the attributions the
-other evaluations score. Memory is the peak resident set above the level before the call, sampled every 2 ms.
+other evaluations score. Memory is the peak resident set above the level before the call, sampled every 2 ms,
+plus on a CUDA GPU the peak of what torch allocated there above what it held before.
 A reused (cached) attribution keeps the cost measured when it was computed. Per example: seconds, peak MB, the number of
 tokens, and seconds per token (cost grows with length, so per-token cost compares methods across
 examples of different lengths), and the cost relative to one plain forward pass of the same example
