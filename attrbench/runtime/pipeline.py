@@ -261,10 +261,12 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
         plans = pipeline.plan([Suite.from_config(entry) for entry in config["suite"]])
         models = {plan.model: model_provenance(pipeline.context.adapter(plan.model)) for plan in plans}
         _check_weights(store, models, run_dir)
+        device_kind = _check_device(store, pipeline.options.device, run_dir)
         plan_seconds = time.monotonic() - started
         store.set_meta(config=config, plan=[describe(plan) for plan in plans],
                        models={**(store.meta("models") or {}), **models}, versions=library_versions(),
-                       options=pipeline.options.as_dict(), started=store.meta("started") or time.strftime(
+                       options=pipeline.options.as_dict(), device_kind=device_kind,
+                       started=store.meta("started") or time.strftime(
                            "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
         stage = time.monotonic()
         # extending: what the config adds on the published examples only (no cell grows, no analysis is added)
@@ -337,8 +339,21 @@ def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
                              f"{now['weights_sha256'][:12]}…; use a new folder (--out) for these weights")
 
 
-META_KEYS = ("config", "plan", "versions", "models", "options", "started", "finished", "executor", "last_run",
-             "runs", "cpu_hours", "example_costs")
+def _check_device(store: Store, device: str, run_dir: Path) -> str:
+    """A folder's costs (timing rows, CPU hours, the cost per example that prices the rest) are measured on one
+    kind of device; a run on another kind would mix them unmarked, so it is refused. Returns the folder's kind.
+    Folders from before ``device_kind`` was stored ran on their stored options' device."""
+    kind = device.split(":")[0]
+    before = (store.meta("device_kind") or (store.meta("options") or {}).get("device", kind).split(":")[0]) \
+        if store.count() else kind
+    if before != kind:
+        raise StoreError(f"{run_dir} holds costs measured on {before} and this run is on {kind}: run it with "
+                         f"--device {before}, or into a new folder (--out) for {kind}")
+    return kind
+
+
+META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",
+             "last_run", "runs", "cpu_hours", "example_costs")
 
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:

@@ -15,6 +15,7 @@ import torch
 
 from attrbench.datasets.lookup import examples_for, sample
 from attrbench.models import load_model
+from attrbench.ops.measure import timed
 from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import evaluate, run_leaderboard
@@ -105,3 +106,12 @@ def _parts(value) -> list:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return [float(value)]
     return [value]
+
+
+def test_peak_memory_counts_what_a_call_allocates_on_the_gpu():
+    torch.zeros(1, device=GPU)  # CUDA in use, as it is once a model is on the GPU
+    _, _, peak_mb = timed(lambda: torch.ones(256 * 2**20, dtype=torch.uint8, device=GPU).max())  # no promotion
+    assert 256 <= peak_mb < 288  # the 256 MB, and little resident memory
+    kept = torch.ones(64 * 2**20, dtype=torch.uint8, device=GPU)  # held before the call: not the call's
+    _, _, peak_mb = timed(lambda: kept.max())
+    assert peak_mb < 32

@@ -686,15 +686,26 @@ def test_devices_cuda_refused_without_one_and_no_tensor_tied_to_a_fixed_device(t
         [(r["method"], r["metric"], r["values"]) for r in plain]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
-def test_cuda_results_equal_cpu():
-    cpu = load_model("tiny-gpt2")
-    gpu = load_model("tiny-gpt2", device="cuda")
-    methods = ["alti", "blank_out", "grad_l2", "integrated_gradients", "decompx"]
-    a = evaluate(cpu, methods, ["erasure_aopc", "naopc", "soft_erasure"], "sva-generated", n=3, progress=False)
-    b = evaluate(gpu, methods, ["erasure_aopc", "naopc", "soft_erasure"], "sva-generated", n=3, progress=False)
-    for x, y in zip(a, b):
-        assert x["values"] == pytest.approx(y["values"], abs=1e-4, nan_ok=True)
+def test_a_folder_measured_on_one_device_refuses_a_run_on_another(config_file, tmp_path):
+    """Costs (timing rows, CPU hours, the price of the rest) are per device: a folder keeps one kind. The GPU's
+    side of this (results equal the CPU's) is tests/runtime/test_cuda.py."""
+    config = read_config(config_file)
+    config["suite"][0].update(n=2, methods=["alti"], evals=["timing"])
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    store = Store(tmp_path / "run" / "store.sqlite")
+    rows = store.count()
+    assert store.meta("device_kind") == "cpu"
+    store.set_meta(device_kind="cuda")  # as if its costs had been measured on a GPU
+    store.close()
+    with pytest.raises(StoreError, match=r"costs measured on cuda and this run is on cpu: run it with --device cuda, "
+                                         r"or into a new folder \(--out\) for cpu"):
+        run_leaderboard(config, tmp_path / "run", progress=False)
+    store = Store(tmp_path / "run" / "store.sqlite")
+    assert store.count() == rows
+    store.set_meta(device_kind=None, options={**store.meta("options"), "device": "cuda:1"})  # a folder from before
+    store.close()
+    with pytest.raises(StoreError, match="costs measured on cuda"):
+        run_leaderboard(config, tmp_path / "run", progress=False)
 
 
 def test_score_external_attributions(tmp_path, capsys):
