@@ -1,7 +1,8 @@
 """Where a leaderboard's time goes, against a measured floor: per suite, distinct model inputs vs inputs sent,
 forward seconds vs the floor, attribution seconds per method, end to end; and the cost of adding a method.
 
-    python benchmarks/bench_leaderboard.py [CONFIG] [--n 4] [--repeat 1] [--add METHOD] [--out DIR] [--json OUT.json]
+    python benchmarks/bench_leaderboard.py [CONFIG] [--n 4] [--repeat 1] [--add METHOD] [--device D] [--out DIR]
+                                           [--json OUT.json]
 
 Each suite of CONFIG (default: the shipped default) runs alone on its first ``--n`` examples, scoring
 evaluations only (the analyses rank nothing), from an empty folder, ``--repeat`` times; the figures are
@@ -46,6 +47,7 @@ from attrbench.ops.perturb import Forward, Readout  # noqa: E402
 from attrbench.ops.targets import resolve_text  # noqa: E402
 from attrbench.registry import EVALS, METHODS  # noqa: E402
 from attrbench.runtime.config import read_config  # noqa: E402
+from attrbench.runtime.options import RunOptions  # noqa: E402
 from attrbench.runtime.pipeline import run_leaderboard  # noqa: E402
 
 
@@ -61,13 +63,13 @@ def scoring_suite(entry: dict, n: int) -> dict:
 BY_LENGTH = "floor s per input by length"
 
 
-def floor_cost(model: str, dataset: str, seed: int, lengths_sent: dict) -> dict:
+def floor_cost(model: str, dataset: str, seed: int, lengths_sent: dict, device: str = "cpu") -> dict:
     """What the inputs a run sent (rows per length) cost in full batches: seconds per input measured at up to 12
     lengths spanning them (the fastest of three batches the batcher fills to its own limits, of distinct inputs
     drawn from the suite's own tokens: a forward pass costs the same whatever the ids), interpolated linearly
     between measured lengths. Priced per length, since cost per token is not constant: short inputs fill a batch
     by rows, not tokens, and batch shapes run at different speeds."""
-    adapter = load_model(model)
+    adapter, options = load_model(model, device=device), RunOptions(device=device)
     examples = sample(examples_for(adapter, dataset)[0], 8, seed)
     encoded = [adapter.tokenizer(example.text)["input_ids"] for example in examples]
     readout = next(Readout.of(resolved) for ids, example in zip(encoded, examples)
@@ -77,7 +79,7 @@ def floor_cost(model: str, dataset: str, seed: int, lengths_sent: dict) -> dict:
     def seconds_per_row(length: int) -> float:  # the fastest of three full batches (timing noise only adds)
         best = np.inf
         for _ in range(3):
-            batcher = Batcher()
+            batcher = Batcher(batch_tokens=options.batch_tokens, pad_tokens=options.pad_tokens)
             rows = max(1, min(batcher.max_batch, batcher.batch_tokens // length))
             sequences = [tuple(int(t) for t in rng.choice(pool, length)) for _ in range(rows)]
             batcher.answer([Forward(adapter, readout, sequences, [length - 1] * rows)])
@@ -118,19 +120,23 @@ def main() -> None:
     parser.add_argument("config", nargs="?", default="default")
     parser.add_argument("--n", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=1, help="runs per suite, the fastest reported (default 1)")
-    parser.add_argument("--add", default="decompx", help="the method added to a finished run (default decompx)")
+    parser.add_argument("--add", default="decompx", help="the method added to a finished run (default decompx; '' "
+                        "for none)")
+    parser.add_argument("--device", default="cpu", help="the runs' and the floor's device (default cpu)")
     parser.add_argument("--out", default="bench-leaderboard")
     parser.add_argument("--json")
     args = parser.parse_args()
     config = read_config(args.config)
+    config["device"] = args.device
     out = Path(args.out)
     rows, additions = [], []
     for k, entry in enumerate(config["suite"]):
         suite = scoring_suite(entry, args.n)
         summary = fastest_run(config, suite, out / f"suite{k}", args.repeat)
-        cost = floor_cost(suite["model"], suite["dataset"], config["seed"], summary["model_lengths"])
+        cost = floor_cost(suite["model"], suite["dataset"], config["seed"], summary["model_lengths"], args.device)
         floor = min(cost["seconds"], summary["forward_seconds"])  # the run's own passes, where those were faster
-        rows.append({"suite": f"{suite['model']} · {suite['dataset']}", "n": args.n, "repeats": args.repeat,
+        rows.append({"suite": f"{Path(suite['model']).name} · {suite['dataset']}", "device": args.device,
+                     "n": args.n, "repeats": args.repeat,
                      "methods": len(METHODS.names()), "requested": summary["requested_rows"],
                      "distinct": summary["distinct_rows"], "sent": summary["model_rows"],
                      "tokens sent": sum(length * n for length, n in summary["model_lengths"].items()),
@@ -140,6 +146,7 @@ def main() -> None:
                      "planning s": round(summary["plan_seconds"], 1),
                      "computing s": round(summary["compute_seconds"], 1),
                      "end-to-end s": round(summary["end_to_end"], 1),
+                     "computing s per example": round(summary["compute_seconds"] / args.n, 2),
                      "computing × (attribution + floor)": round(
                          summary["compute_seconds"] / (summary["attribution_seconds"] + floor), 2)})
         rows[-1][BY_LENGTH] = {length: round(x, 6) for length, x in zip(cost["lengths"], cost["measured"])}
@@ -155,11 +162,11 @@ def main() -> None:
                               "rows computed": added["rows"], "model inputs sent": added["model_rows"],
                               "attributions": added["attributions"]})
             print(pd.DataFrame(additions).to_string(index=False), flush=True)
+        if args.json:  # after every suite: a run stopped by a time limit keeps what it measured
+            Path(args.json).write_text(json.dumps({"suites": rows, "additions": additions}, indent=1))
     print("\n" + pd.DataFrame(rows).drop(columns=BY_LENGTH).to_string(index=False))
     if additions:
         print("\n" + pd.DataFrame(additions).to_string(index=False))
-    if args.json:
-        Path(args.json).write_text(json.dumps({"suites": rows, "additions": additions}, indent=1))
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ DTYPES = ("float32", "float64")
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 # The padding one batch may carry: about what a forward pass's fixed cost (weights read, kernels launched) is
 # worth in tokens. Measured on 2 CPU cores (SmolLM2: 0.13 s for 1 x 2 tokens, 0.0024 s per token in full
-# batches). The GPU values are reasoned, not measured (no GPU here): kernel launches dominate a small model's
-# pass there, so padding is cheaper than another pass.
-DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 1024, "mps": 256}
+# batches) and on an H200 (benchmarks/bench_batching.py: a pass of 1 x 8 tokens costs what 3,294 / 3,207 tokens
+# cost in full batches, MiniLM / SmolLM2; benchmarks/results/batching-cuda-h200.json). MPS is reasoned, not measured.
+DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 3200, "mps": 256}
 
 
 @dataclass(frozen=True)
