@@ -152,6 +152,11 @@ def _feature_ablation(forward, embeds, baselines, tokens, args, values, adapter)
 def _sampled(algorithm: str):
     """A sampled perturbation method of captum's, by class name."""
     def call(forward, embeds, baselines, tokens, args, values, adapter):
+        if algorithm == "ShapleyValueSampling":
+            # one mask entry per token, broadcast over the embedding (captum takes a broadcastable mask): captum
+            # reads every mask entry with .item() once per permutation, 300,000 reads per 31-token MiniLM example at
+            # the full mask, 2.3 of its 2.9 s on an H200 (a GPU sync each). The same products, the same scores.
+            tokens = tokens[..., :1]
         return getattr(captum_attr(), algorithm)(forward).attribute(
             embeds, baselines=baselines, feature_mask=tokens, additional_forward_args=args,
             n_samples=values["n_samples"], perturbations_per_eval=values["batch_size"]), {}
