@@ -26,8 +26,8 @@ baseline's together), so a token's score is its feature's value:
   F(x) - F(x') up to captum's float32 accumulation).
 
 Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch, and
-on any device: every draw is made on the CPU (captum's NoiseTunnel, behind SmoothGrad and GradientShap, would
-draw its noise on the input's device, whose generator gives other numbers for the same seed).
+on any device: every draw is made on the CPU (captum's NoiseTunnel, behind SmoothGrad and GradientShap's noise,
+would draw it on the input's device, whose generator gives other numbers for the same seed).
 """
 from __future__ import annotations
 
@@ -48,7 +48,11 @@ def _noise_drawn_on_cpu():
     """captum's own noise draw (``NoiseTunnel._add_noise_to_input``), made on a CPU copy of the input and moved
     back: on a CPU input it is the same call, on a GPU input the same numbers. Only inside one attribution."""
     tunnel = captum_attr().NoiseTunnel
-    own = tunnel.__dict__["_add_noise_to_input"]
+    own = tunnel.__dict__.get("_add_noise_to_input")
+    if not isinstance(own, staticmethod):
+        raise RuntimeError("captum's NoiseTunnel has no _add_noise_to_input staticmethod any more (captum "
+                           f"{__import__('captum').__version__}); attrbench draws SmoothGrad's noise through it: "
+                           "install captum 0.8 or 0.9")
 
     def add_noise(input, stdev, nt_samples_partition):
         return own.__func__(input.detach().cpu(), stdev, nt_samples_partition).to(input.device)
@@ -88,7 +92,7 @@ class CaptumMethod(GradientMethod):
                   .expand_as(embeds).contiguous())  # token j = feature j
         numpy_state = np.random.get_state()  # GradientShap draws with numpy, the others with torch
         try:
-            with torch.random.fork_rng(), _noise_drawn_on_cpu():
+            with torch.random.fork_rng():
                 torch.manual_seed(values.get("seed", 0))
                 np.random.seed(values.get("seed", 0))
                 attributions, meta = self.call(forward, embeds, baselines, tokens, (attention_mask,), values,
@@ -117,19 +121,21 @@ def _deeplift(forward, embeds, baselines, tokens, args, values, adapter):
 
 
 def _gradient_shap(forward, embeds, baselines, tokens, args, values, adapter):
-    attributions, delta = captum_attr().GradientShap(forward).attribute(
-        embeds, baselines=baselines, n_samples=values["n_samples"],
-        stdevs=values["noise"] * float(embeds.detach().std()), additional_forward_args=args,
-        return_convergence_delta=True)
+    with _noise_drawn_on_cpu():
+        attributions, delta = captum_attr().GradientShap(forward).attribute(
+            embeds, baselines=baselines, n_samples=values["n_samples"],
+            stdevs=values["noise"] * float(embeds.detach().std()), additional_forward_args=args,
+            return_convergence_delta=True)
     return attributions, _delta(delta)
 
 
 def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
-    attributions = captum_attr().NoiseTunnel(captum_attr().IntegratedGradients(forward)).attribute(
-        embeds, nt_type="smoothgrad", nt_samples=values["n_samples"],
-        stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines,
-        additional_forward_args=args, n_steps=values["n_steps"],
-        method="gausslegendre")
+    with _noise_drawn_on_cpu():
+        attributions = captum_attr().NoiseTunnel(captum_attr().IntegratedGradients(forward)).attribute(
+            embeds, nt_type="smoothgrad", nt_samples=values["n_samples"],
+            stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines,
+            additional_forward_args=args, n_steps=values["n_steps"],
+            method="gausslegendre")
     return attributions, {}
 
 
@@ -152,15 +158,16 @@ def _feature_ablation(forward, embeds, baselines, tokens, args, values, adapter)
 def _sampled(algorithm: str):
     """A sampled perturbation method of captum's, by class name."""
     def call(forward, embeds, baselines, tokens, args, values, adapter):
-        if algorithm == "ShapleyValueSampling":
-            # one mask entry per token, broadcast over the embedding (captum takes a broadcastable mask): captum
-            # reads every mask entry with .item() once per permutation, 300,000 reads per 31-token MiniLM example at
-            # the full mask, 2.3 of its 2.9 s on an H200 (a GPU sync each). The same products, the same scores.
-            tokens = tokens[..., :1]
         return getattr(captum_attr(), algorithm)(forward).attribute(
             embeds, baselines=baselines, feature_mask=tokens, additional_forward_args=args,
             n_samples=values["n_samples"], perturbations_per_eval=values["batch_size"]), {}
     return call
+
+
+def _shapley_sampling(forward, embeds, baselines, tokens, args, values, adapter):
+    """One mask entry per token, broadcast over the embedding: captum reads every entry of the mask with ``.item()``
+    once per permutation (a GPU sync each), and the products and scores are the same."""
+    return _sampled("ShapleyValueSampling")(forward, embeds, baselines, tokens[..., :1], args, values, adapter)
 
 
 def _kernel_shap(forward, embeds, baselines, tokens, args, values, adapter):
@@ -200,5 +207,5 @@ _register("kernel_shap", "perturbation", "Shapley values by weighted linear regr
           "Lundberg & Lee 2017", _kernel_shap, per_token="mean", baseline=BASELINE_PARAM,
           n_samples=Param(200, "random coalitions", minimum=1), batch_size=BATCH, seed=SEED)
 _register("shapley_sampling", "perturbation", "Shapley values from random token permutations (captum)",
-          "Castro et al. 2009", _sampled("ShapleyValueSampling"), per_token="mean", baseline=BASELINE_PARAM,
+          "Castro et al. 2009", _shapley_sampling, per_token="mean", baseline=BASELINE_PARAM,
           n_samples=Param(25, "random permutations", minimum=1), batch_size=BATCH, seed=SEED)

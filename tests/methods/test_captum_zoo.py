@@ -120,3 +120,32 @@ def test_parameters_are_recorded_and_seeds_matter():
     assert first.meta["params"] == {"baseline": "pad", "n_samples": 200, "batch_size": 32, "seed": 0}
     other = lime.with_params(seed=1)(adapter, [TEXT])[0]
     assert not np.array_equal(first.values, other.values)
+
+
+def test_shapley_sampling_per_token_mask_gives_the_full_masks_scores():
+    """The method hands captum one mask entry per token (broadcast over the embedding), not one per element: the
+    same products in the same order, so the same scores to the bit."""
+    from attrbench.methods.captum_zoo import CaptumMethod, _sampled
+
+    method = METHODS.get("shapley_sampling")
+    full = CaptumMethod("full_mask", method.family, "", "", method.params, _sampled("ShapleyValueSampling"), "mean")
+    for name in MODELS:
+        adapter = load_model(name)
+        assert np.array_equal(method(adapter, [TEXT])[0].values, full(adapter, [TEXT])[0].values)
+
+
+def test_noise_is_drawn_as_captum_draws_it_and_captum_is_restored():
+    from captum.attr import NoiseTunnel
+
+    from attrbench.methods.captum_zoo import _noise_drawn_on_cpu
+
+    own = NoiseTunnel.__dict__["_add_noise_to_input"]
+    x = torch.randn(2, 3, 4)
+    torch.manual_seed(5)
+    theirs = NoiseTunnel._add_noise_to_input(x, 0.3, 4)
+    with pytest.raises(ValueError), _noise_drawn_on_cpu():
+        torch.manual_seed(5)
+        ours = NoiseTunnel._add_noise_to_input(x, 0.3, 4)
+        raise ValueError("an attribution that fails")
+    assert torch.equal(ours, theirs)
+    assert NoiseTunnel.__dict__["_add_noise_to_input"] is own
