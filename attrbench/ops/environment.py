@@ -20,6 +20,11 @@ def library_versions() -> dict:
 DEVICE_SYNTAX = "auto, cpu, cuda, cuda:N or mps"
 
 
+def device_kind(device: str) -> str:
+    """``cuda:1`` -> ``cuda``: the kind of device, which batching defaults and measured costs go by."""
+    return device.split(":")[0]
+
+
 def resolve_device(device: str) -> str:
     """A device name made concrete (``auto``: the first GPU, else Apple's MPS, else the CPU), checked to exist
     here, so a run on the wrong machine stops with one line before loading anything."""

@@ -50,25 +50,29 @@ class PeakMemory:
         return False
 
 
+def _cuda_in_use() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()
+
+
 def _synchronize() -> None:
     """Wait for queued GPU work, so that a CUDA call's time is its own."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    if _cuda_in_use():
         torch.cuda.synchronize()
 
 
-def timed(fn):
-    """(result, seconds, peak MB above the start) of one call. The peak counts resident memory and, once CUDA is
-    in use, the memory torch allocated on the current GPU above what it held before: a model on a GPU keeps its
+def timed(fn, device=None):
+    """(result, seconds, peak MB above the start) of one call. The peak counts resident memory and, on a CUDA
+    ``device`` (the model's), what torch allocated there above what it held before: a model on a GPU keeps its
     tensors there, where resident memory would not show them."""
-    cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+    gpu = torch.device(device) if device is not None and torch.device(device).type == "cuda" else None
     with PeakMemory() as memory:
         _synchronize()
-        if cuda:
-            torch.cuda.reset_peak_memory_stats()
-            held = torch.cuda.memory_allocated()
+        if gpu is not None:
+            torch.cuda.reset_peak_memory_stats(gpu)
+            held = torch.cuda.memory_allocated(gpu)
         start = time.perf_counter()
         result = fn()
         _synchronize()
         seconds = time.perf_counter() - start
-    on_gpu = torch.cuda.max_memory_allocated() - held if cuda else 0
+    on_gpu = torch.cuda.max_memory_allocated(gpu) - held if gpu is not None else 0
     return result, seconds, (memory.peak_bytes + on_gpu) / 2**20

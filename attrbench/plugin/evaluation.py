@@ -108,7 +108,8 @@ class Workspace:
                                   stored["residual"], stored["meta"])
         else:
             self._warm_up(adapter, method, example)  # lazy imports, first calls: not the method's cost
-            (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target))
+            (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target),
+                                                adapter.device)
             result.meta["cost"] = {"seconds": seconds, "peak_mb": peak_mb, "n_tokens": len(result.tokens)}
             self.attributions_computed += 1
             self.attribution_seconds += seconds
