@@ -14,14 +14,15 @@ from typing import Optional
 import torch
 
 from ..errors import InputError
-from ..ops.environment import resolve_device
+from ..ops.environment import device_kind, resolve_device
 
 DTYPES = ("float32", "float64")
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 # The padding one batch may carry: about what a forward pass's fixed cost (weights read, kernels launched) is
 # worth in tokens. Measured on 2 CPU cores (SmolLM2: 0.13 s for 1 x 2 tokens, 0.0024 s per token in full
 # batches) and on an H200 (benchmarks/bench_batching.py: a pass of 1 x 8 tokens costs what 3,294 / 3,207 tokens
-# cost in full batches, MiniLM / SmolLM2; benchmarks/results/batching-cuda-h200.json). MPS is reasoned, not measured.
+# cost in the best-filled batch, 1,024 x 128, MiniLM / SmolLM2; about 3,100 in the largest a run sends, 256 x 128;
+# benchmarks/results/batching-cuda-h200.json). MPS is reasoned, not measured.
 DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 3200, "mps": 256}
 
 
@@ -48,7 +49,7 @@ class RunOptions:
         if self.pad_tokens is not None and (isinstance(self.pad_tokens, bool) or not isinstance(self.pad_tokens, int)
                                             or self.pad_tokens < 0):
             raise InputError(f"pad tokens must be a whole number of at least 0, not {self.pad_tokens!r}")
-        kind = self.device.split(":")[0]
+        kind = device_kind(self.device)
         if self.batch_tokens is None:
             object.__setattr__(self, "batch_tokens", DEFAULT_BATCH_TOKENS[kind])
         if self.pad_tokens is None:

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 
 from ..errors import InputError
 from ..models.zoo import cache_dir
-from ..ops.environment import library_versions
+from ..ops.environment import device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
 from ..plugin.method import Method
 from ..registry import EVALS
@@ -251,21 +251,25 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, options: O
 
 
 def _run_locked(config, run_dir: Path, executor, options, progress, budget, extend, started: float) -> dict:
+    options = (options or RunOptions()).with_(progress=progress)
+    kind = device_kind(options.with_(device=config.get("device")).device)  # as config_pipeline will resolve it
     if extend is not None:
-        _extend_from(Path(extend), run_dir)
+        _extend_from(Path(extend), run_dir, kind)
     budget = parse_budget(budget if budget is not None else config.get("budget"))
     store = Store(run_dir / "store.sqlite")
     try:
-        pipeline = config_pipeline(config, (options or RunOptions()).with_(progress=progress), store,
-                                   run_dir / "work.sqlite")
+        before = _costs_device(store)
+        if before not in (None, kind):
+            raise StoreError(f"{run_dir} holds costs measured on {before} and this run is on {kind}: run it with "
+                             f"--device {before}, or into a new folder (--out) for {kind}")
+        pipeline = config_pipeline(config, options, store, run_dir / "work.sqlite")
         plans = pipeline.plan([Suite.from_config(entry) for entry in config["suite"]])
         models = {plan.model: model_provenance(pipeline.context.adapter(plan.model)) for plan in plans}
         _check_weights(store, models, run_dir)
-        device_kind = _check_device(store, pipeline.options.device, run_dir)
         plan_seconds = time.monotonic() - started
         store.set_meta(config=config, plan=[describe(plan) for plan in plans],
                        models={**(store.meta("models") or {}), **models}, versions=library_versions(),
-                       options=pipeline.options.as_dict(), device_kind=device_kind,
+                       options=pipeline.options.as_dict(), device_kind=kind,
                        started=store.meta("started") or time.strftime(
                            "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
         stage = time.monotonic()
@@ -300,13 +304,19 @@ def add_costs(before: dict, run: dict) -> dict:
     return out
 
 
-def _extend_from(source: Path, run_dir: Path) -> None:
+def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
     """Start a run folder from a copy of another's results (and shared work, where there is some); a folder
-    already extended from the same source resumes as it is."""
+    already extended from the same source resumes as it is. A source whose costs were measured on another kind of
+    device than ``kind`` is refused before anything is copied."""
     published = run_store(source, cache_dir())
     if published is None:
         raise InputError(f"--extend {source}: not a run folder (no store.sqlite or {COMPACT}); give a folder like "
                          "reports/default")
+    with closing(Store(published, readonly=True)) as store:  # refuses a damaged or older store before copying
+        before = _costs_device(store)
+    if before not in (None, kind):
+        raise StoreError(f"--extend {source}: its costs were measured on {before} and this run is on {kind}: extend "
+                         f"it with --device {before}, or run without --extend into a new folder for {kind}")
     origin = str(source.resolve())
     if (run_dir / "store.sqlite").exists():
         existing = Store(run_dir / "store.sqlite", readonly=True)
@@ -316,7 +326,6 @@ def _extend_from(source: Path, run_dir: Path) -> None:
         finally:
             existing.close()
         raise InputError(f"--extend {source}: {run_dir} already holds other results; extend into a new folder (--out)")
-    Store(published, readonly=True).close()  # refuses a damaged or older store before copying
     for name, path in (("work.sqlite", source / "work.sqlite"), ("store.sqlite", published)):  # the store last:
         if path.is_file():  # it marks a finished copy. SQLite's backup: consistent, rows still in a WAL included
             with closing(sqlite3.connect(path)) as src, \
@@ -339,17 +348,13 @@ def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
                              f"{now['weights_sha256'][:12]}…; use a new folder (--out) for these weights")
 
 
-def _check_device(store: Store, device: str, run_dir: Path) -> str:
-    """A folder's costs (timing rows, CPU hours, the cost per example that prices the rest) are measured on one
-    kind of device; a run on another kind would mix them unmarked, so it is refused. Returns the folder's kind.
-    Folders from before ``device_kind`` was stored ran on their stored options' device."""
-    kind = device.split(":")[0]
-    before = (store.meta("device_kind") or (store.meta("options") or {}).get("device", kind).split(":")[0]) \
-        if store.count() else kind
-    if before != kind:
-        raise StoreError(f"{run_dir} holds costs measured on {before} and this run is on {kind}: run it with "
-                         f"--device {before}, or into a new folder (--out) for {kind}")
-    return kind
+def _costs_device(store: Store) -> Optional[str]:
+    """The kind of device a folder's costs (timing rows, CPU hours, the cost per example that prices the rest) were
+    measured on, None for a new folder: a run on another kind would mix them unmarked. Folders from before
+    ``device_kind`` was stored ran on their stored options' device."""
+    if store.meta("device_kind") is not None or not store.count():
+        return store.meta("device_kind")
+    return device_kind((store.meta("options") or {}).get("device", "cpu"))
 
 
 META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",

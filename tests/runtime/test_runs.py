@@ -687,8 +687,8 @@ def test_devices_cuda_refused_without_one_and_no_tensor_tied_to_a_fixed_device(t
 
 
 def test_a_folder_measured_on_one_device_refuses_a_run_on_another(config_file, tmp_path):
-    """Costs (timing rows, CPU hours, the price of the rest) are per device: a folder keeps one kind. The GPU's
-    side of this (results equal the CPU's) is tests/runtime/test_cuda.py."""
+    """Costs (timing rows, CPU hours, the price of the rest) are per device: a folder keeps one kind, and --extend
+    refuses a source of another kind before copying. The GPU's side (results equal the CPU's) is test_cuda.py."""
     config = read_config(config_file)
     config["suite"][0].update(n=2, methods=["alti"], evals=["timing"])
     run_leaderboard(config, tmp_path / "run", progress=False)
@@ -697,15 +697,26 @@ def test_a_folder_measured_on_one_device_refuses_a_run_on_another(config_file, t
     assert store.meta("device_kind") == "cpu"
     store.set_meta(device_kind="cuda")  # as if its costs had been measured on a GPU
     store.close()
+    config["suite"][0]["n"] = 3  # a run that went ahead would store rows
     with pytest.raises(StoreError, match=r"costs measured on cuda and this run is on cpu: run it with --device cuda, "
                                          r"or into a new folder \(--out\) for cpu"):
         run_leaderboard(config, tmp_path / "run", progress=False)
+    with pytest.raises(StoreError, match=r"--extend .*: its costs were measured on cuda and this run is on cpu"):
+        run_leaderboard(config, tmp_path / "copy", extend=tmp_path / "run", progress=False)
+    assert not (tmp_path / "copy" / "store.sqlite").exists()
     store = Store(tmp_path / "run" / "store.sqlite")
     assert store.count() == rows
     store.set_meta(device_kind=None, options={**store.meta("options"), "device": "cuda:1"})  # a folder from before
     store.close()
     with pytest.raises(StoreError, match="costs measured on cuda"):
         run_leaderboard(config, tmp_path / "run", progress=False)
+    store = Store(tmp_path / "run" / "store.sqlite")
+    store.set_meta(options={**store.meta("options"), "device": "cpu"})  # as reports/full was: it grows on the CPU
+    store.close()
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    store = Store(tmp_path / "run" / "store.sqlite", readonly=True)
+    assert store.count() > rows and store.meta("device_kind") == "cpu"
+    store.close()
 
 
 def test_score_external_attributions(tmp_path, capsys):
