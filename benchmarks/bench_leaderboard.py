@@ -155,6 +155,7 @@ def main() -> None:
             without = copy.deepcopy(suite)
             without["methods"] = "all"
             without["exclude_methods"] = [args.add]
+            shutil.rmtree(out / f"suite{k}-add", ignore_errors=True)
             run_suite(config, without, out / f"suite{k}-add")
             added = run_suite(config, suite, out / f"suite{k}-add")
             additions.append({"suite": rows[-1]["suite"], "method added": args.add, "n": args.n,

@@ -5,10 +5,10 @@
 
 A forward or backward pass costs the same whatever the weights hold, so a stand-in with the real model's config
 (layers, widths, heads, vocabulary, head class) and tokenizer (the same token counts on the same texts) costs what
-the real model costs. Its scores mean nothing, and the searches whose length depends on the scores (NAOPC's beam
-beyond its exact limit) may take other paths. ``build`` writes ``OUT/full-stand-ins.toml``: the shipped ``full``
-config with each model replaced by its stand-in's folder, for ``bench_leaderboard.py --device``.
-The weights (90 MB MiniLM, 98 MB SmolLM2 GGUF) are over what a lent GPU machine takes in one call (64 MiB).
+the real model costs, or nearly: its scores mean nothing, and the searches whose length depends on the scores
+(NAOPC's beam beyond its exact limit) may take other paths. ``build`` writes ``OUT/full-stand-ins.toml``: the
+shipped ``full`` config with each model replaced by its stand-in's folder, for ``bench_leaderboard.py --device``.
+For a machine without the weights (90 MB MiniLM, 98 MB SmolLM2 GGUF) and no network to fetch them.
 """
 from __future__ import annotations
 
