@@ -50,13 +50,9 @@ class PeakMemory:
         return False
 
 
-def _cuda_in_use() -> bool:
-    return torch.cuda.is_available() and torch.cuda.is_initialized()
-
-
 def _synchronize() -> None:
     """Wait for queued GPU work, so that a CUDA call's time is its own."""
-    if _cuda_in_use():
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
@@ -64,7 +60,7 @@ def timed(fn, device=None):
     """(result, seconds, peak MB above the start) of one call. The peak counts resident memory and, on a CUDA
     ``device`` (the model's), what torch allocated there above what it held before: a model on a GPU keeps its
     tensors there, where resident memory would not show them."""
-    gpu = torch.device(device) if device is not None and torch.device(device).type == "cuda" else None
+    gpu = None if device is None or torch.device(device).type != "cuda" else torch.device(device)
     with PeakMemory() as memory:
         _synchronize()
         if gpu is not None:
