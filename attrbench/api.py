@@ -364,8 +364,8 @@ class RunResults:
 
     @property
     def progress(self) -> Optional[str]:
-        """How far each suite is from its planned n, and the CPU hours the rest would take at the measured cost per
-        example; None when every planned example is scored."""
+        """How far each suite is from its planned n, and the CPU (or GPU) hours the rest would take at the measured
+        cost per example; None when every planned example is scored."""
         return progress_line(self.meta, self.records)
 
     def report(self) -> dict:

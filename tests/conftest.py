@@ -15,6 +15,17 @@ def has_real_weights(name: str) -> bool:
     return importlib.util.find_spec(REAL_PACKAGES[name]) is not None
 
 
+def payload_parts(value) -> list:
+    """A stored payload flattened in order, to compare two runs' rows: its keys and values, numbers as floats."""
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in [k, *payload_parts(value[k])]]
+    if isinstance(value, list):
+        return [x for v in value for x in payload_parts(v)]
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return [float(value)]
+    return [value]
+
+
 @pytest.fixture(scope="session")
 def tiny_models():
     """{(name, dtype): adapter}, loaded once per session."""

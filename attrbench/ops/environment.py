@@ -25,6 +25,17 @@ def device_kind(device: str) -> str:
     return device.split(":")[0]
 
 
+def cost_seconds(wall_seconds: float, kind: str) -> float:
+    """Wall time as a run folder counts its cost: CPU seconds (wall x torch threads) on the CPU, whose threads are
+    what a run takes; seconds of one device on an accelerator, whatever the host's thread count."""
+    return wall_seconds * (torch.get_num_threads() if kind == "cpu" else 1)
+
+
+def cost_unit(kind: str) -> str:
+    """What reports call that unit: "CPU" hours and seconds, or "GPU" ones (CUDA and Apple's MPS)."""
+    return "CPU" if kind == "cpu" else "GPU"
+
+
 def resolve_device(device: str) -> str:
     """A device name made concrete (``auto``: the first GPU, else Apple's MPS, else the CPU), checked to exist
     here, so a run on the wrong machine stops with one line before loading anything."""

@@ -21,8 +21,9 @@ from typing import Optional
 import pandas as pd
 
 from ..models.zoo import ZOO
+from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr
-from ..runtime.pipeline import collect
+from ..runtime.pipeline import collect, costs_kind
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures
 from .tables import (
@@ -48,7 +49,8 @@ def _provenance_lines(meta: dict) -> list[str]:
     last = meta.get("last_run") or {}
     lines = [f"- config `{config['name']}`, seed {config['seed']}, dtype {config['dtype']}, device "
              f"{(meta.get('options') or {}).get('device', 'cpu')}, executor {meta.get('executor')}",
-             f"- computed {meta.get('started')} to {meta.get('finished')}: {meta.get('cpu_hours') or 0:.2f} CPU hours "
+             f"- computed {meta.get('started')} to {meta.get('finished')}: {meta.get('cpu_hours') or 0:.2f} "
+             f"{cost_unit(costs_kind(meta))} hours "
              f"over {meta.get('runs') or 1} run(s)" + (
                  "; the last run stopped at its budget, a later run continues" if last.get("stopped_by_budget")
                  else ""),
@@ -57,9 +59,10 @@ def _provenance_lines(meta: dict) -> list[str]:
 
 
 def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
-    """How far each suite is from its planned n, and what the rest would cost at the CPU time per example that
-    the runs measured (``example_costs``: shards that computed whole examples); None when every suite is done."""
-    suites, costs = [], meta.get("example_costs") or {}
+    """How far each suite is from its planned n, and what the rest would cost at the CPU (or GPU) time per example
+    that the runs measured (``example_costs``: shards that computed whole examples); None when every suite is
+    done."""
+    suites, costs, unit = [], meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
     for suite in meta.get("plan") or []:
         evals = {cell["eval"] for cell in suite["scoring"]}
         if evals:
@@ -82,9 +85,9 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
         else:
             unmeasured.append(suite_title(suite["model"], suite["dataset"]))
     if measured:
-        line += (f"; at the cost per example measured so far ({' / '.join(f'{s:,.0f}' for s, _ in measured)} CPU s, "
-                 f"over {' / '.join(str(k) for _, k in measured)} examples) the rest would take about "
-                 f"{left / 3600:,.1f} CPU hours")
+        line += (f"; at the cost per example measured so far ({' / '.join(f'{s:,.0f}' for s, _ in measured)} {unit} "
+                 f"s, over {' / '.join(str(k) for _, k in measured)} examples) the rest would take about "
+                 f"{left / 3600:,.1f} {unit} hours")
     if unmeasured:
         line += f"{' plus' if measured else ';'} the suites not yet measured ({', '.join(unmeasured)})"
     return line

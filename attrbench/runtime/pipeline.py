@@ -21,12 +21,11 @@ from contextlib import closing
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Sequence
 
-import torch
 from tqdm.auto import tqdm
 
 from ..errors import InputError
 from ..models.zoo import cache_dir
-from ..ops.environment import device_kind, library_versions
+from ..ops.environment import cost_seconds, device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
 from ..plugin.method import Method
 from ..registry import EVALS
@@ -281,8 +280,7 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
             """The folder's totals with this run in so far; a run that stored nothing (a resume of a finished
             folder, an --extend copy) is not counted as one."""
             return {"finished": time.strftime("%Y-%m-%d %H:%M:%S"), "runs": (before["runs"] or 0) + stored,
-                    "cpu_hours": (before["cpu_hours"] or 0.0) + (time.monotonic() - started)
-                    * torch.get_num_threads() / 3600,
+                    "cpu_hours": (before["cpu_hours"] or 0.0) + cost_seconds(time.monotonic() - started, kind) / 3600,
                     "example_costs": add_costs(before["example_costs"] or {}, costs)}
 
         done = pipeline.execute(plans, executor, budget, started, only, tally)
@@ -348,13 +346,18 @@ def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
                              f"{now['weights_sha256'][:12]}…; use a new folder (--out) for these weights")
 
 
+def costs_kind(meta: dict) -> str:
+    """The kind of device a folder's costs (timing rows, CPU or GPU hours, the cost per example that prices the
+    rest) were measured on, from its metadata. Folders from before ``device_kind`` was stored ran on their stored
+    options' device."""
+    return meta.get("device_kind") or device_kind((meta.get("options") or {}).get("device", "cpu"))
+
+
 def _costs_device(store: Store) -> Optional[str]:
-    """The kind of device a folder's costs (timing rows, CPU hours, the cost per example that prices the rest) were
-    measured on, None for a new folder: a run on another kind would mix them unmarked. Folders from before
-    ``device_kind`` was stored ran on their stored options' device."""
-    if store.meta("device_kind") is not None or not store.count():
-        return store.meta("device_kind")
-    return device_kind((store.meta("options") or {}).get("device", "cpu"))
+    """A folder's ``costs_kind``, None for a new folder: a run on another kind would mix them unmarked."""
+    if store.meta("device_kind") is None and not store.count():
+        return None
+    return costs_kind({key: store.meta(key) for key in ("device_kind", "options")})
 
 
 META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",

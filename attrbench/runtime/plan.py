@@ -20,12 +20,12 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
-import torch
 from tqdm.auto import tqdm
 
 from ..datasets.base import Example
 from ..datasets.lookup import sample
 from ..errors import InputError
+from ..ops.environment import cost_seconds
 from ..ops.hashing import text_sha256
 from ..ops.targets import Target, resolve, same_contrast
 from ..plugin.evaluation import EvalContext, Evaluation
@@ -302,5 +302,6 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                   "forward_seconds": batcher.forward_seconds - before[5],
                   "attribution_seconds": context.attribution_seconds - before[6],
                   "model_lengths": batcher.lengths_sent - before[7],
-                  # the job's CPU time as this process counts it (a Ray worker runs on one thread)
-                  "cpu_seconds": (time.perf_counter() - began) * torch.get_num_threads()}
+                  # the job's cost as this process counts it (a Ray worker runs on one thread); the key predates GPU
+                  # folders, whose cost is in GPU seconds (published folders keep the name)
+                  "cpu_seconds": cost_seconds(time.perf_counter() - began, adapter.device.type)}

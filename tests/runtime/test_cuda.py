@@ -20,6 +20,7 @@ from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import evaluate, run_leaderboard
 from attrbench.runtime.store import Store
+from tests.conftest import payload_parts
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 GPU = "cuda"
@@ -87,27 +88,19 @@ def test_leaderboard_run_on_cuda_stores_the_cpu_rows(tmp_path):
         db.close()
         store = Store(tmp_path / folder / "store.sqlite", readonly=True)
         assert store.meta("device_kind") == device
+        threads = torch.get_num_threads() if device == "cpu" else 1  # CPU seconds are wall x threads, GPU ones wall
+        assert store.meta("cpu_hours") * 3600 == pytest.approx(store.meta("last_run")["seconds"] * threads,
+                                                               abs=0.2 * threads)
         store.close()
     assert rows["cpu"].keys() == rows["gpu"].keys()  # the same rows, under keys that name no device
     bad = []
     for key, payload in rows["cpu"].items():
-        a, b = _parts(json.loads(payload)), _parts(json.loads(rows["gpu"][key]))
+        a, b = payload_parts(json.loads(payload)), payload_parts(json.loads(rows["gpu"][key]))
         words = ([x for x in a if not isinstance(x, float)], [y for y in b if not isinstance(y, float)])
         numbers = ([x for x in a if isinstance(x, float)], [y for y in b if isinstance(y, float)])
         if words[0] != words[1] or not _close(*numbers, 1e-6):
             bad.append(key)
     assert not bad, f"{len(bad)} of {len(rows['cpu'])} rows differ, e.g. {bad[:3]}"
-
-
-def _parts(value) -> list:
-    """A stored payload flattened in order: its keys and values, numbers as floats."""
-    if isinstance(value, dict):
-        return [x for k in sorted(value) for x in [k, *_parts(value[k])]]
-    if isinstance(value, list):
-        return [x for v in value for x in _parts(v)]
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return [float(value)]
-    return [value]
 
 
 def test_peak_memory_counts_what_a_call_allocates_on_the_gpu():

@@ -22,12 +22,13 @@ from attrbench.registry import EVALS, METHODS
 import attrbench
 from attrbench import load_run
 from attrbench.report import write_report
+from attrbench.report.documents import progress_line
 from attrbench.runtime.config import parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
 from attrbench.runtime.options import RunOptions
 from attrbench.runtime.pipeline import collect, evaluate, plan_config, run_leaderboard
 from attrbench.runtime.store import COMPACT, Store, StoreError, export_compact, run_store
-from tests.conftest import has_real_weights
+from tests.conftest import has_real_weights, payload_parts
 
 CONFIG = """
 name = "tiny"
@@ -372,6 +373,9 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
                                  f"would take about {hours:,.1f} CPU hours")
     assert f"- progress: {paths['progress']}" in text.splitlines()
     assert load_run(tmp_path / "run").progress == paths["progress"]
+    records, meta = collect(tmp_path / "run")  # a folder measured on a GPU prices the rest in GPU time
+    assert progress_line({**meta, "device_kind": "cuda"}, records) == \
+        paths["progress"].replace("CPU s,", "GPU s,").replace("CPU hours", "GPU hours")
     config["suite"][0]["n"] = 2
     run_leaderboard(config, tmp_path / "run", progress=False)  # grad_l2 on the 2 examples: every cell complete
     assert write_report(tmp_path / "run")["progress"] is None
@@ -629,17 +633,10 @@ def test_a_ray_worker_killed_mid_shard_is_retried_and_the_run_equals_an_undistur
         return sqlite3.connect(folder / "store.sqlite").execute(
             "SELECT key, payload FROM results ORDER BY key").fetchall()
 
-    def numbers(value):  # a payload's numbers in order, and its other values as they are
-        if isinstance(value, dict):
-            return [x for k in sorted(value) for x in [k, *numbers(value[k])]]
-        if isinstance(value, list):
-            return [x for v in value for x in numbers(v)]
-        return [value]
-
     disturbed, undisturbed = rows(tmp_path / "ray"), rows(tmp_path / "local")
     assert [key for key, _ in disturbed] == [key for key, _ in undisturbed]  # none lost, none twice
     for (_, a), (_, b) in zip(disturbed, undisturbed):  # no timing here: every value must match
-        a, b = numbers(json.loads(a)), numbers(json.loads(b))
+        a, b = payload_parts(json.loads(a)), payload_parts(json.loads(b))
         assert a == [pytest.approx(x, abs=1e-6) if isinstance(x, float) else x for x in b]
 
 
@@ -695,8 +692,13 @@ def test_a_folder_measured_on_one_device_refuses_a_run_on_another(config_file, t
     store = Store(tmp_path / "run" / "store.sqlite")
     rows = store.count()
     assert store.meta("device_kind") == "cpu"
+    threads = torch.get_num_threads()  # CPU seconds are wall x threads (GPU ones: test_cuda.py)
+    assert store.meta("cpu_hours") * 3600 == pytest.approx(store.meta("last_run")["seconds"] * threads,
+                                                           abs=0.2 * threads)
     store.set_meta(device_kind="cuda")  # as if its costs had been measured on a GPU
     store.close()
+    header = write_report(tmp_path / "run")["leaderboard"].read_text()  # names the unit of its costs
+    assert "GPU hours over 1 run(s)" in header and "CPU hours" not in header
     config["suite"][0]["n"] = 3  # a run that went ahead would store rows
     with pytest.raises(StoreError, match=r"costs measured on cuda and this run is on cpu: run it with --device cuda, "
                                          r"or into a new folder \(--out\) for cpu"):
