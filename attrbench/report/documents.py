@@ -282,9 +282,11 @@ def _write_html(run_dir, title, header, found, explain, summary, appendix) -> No
             + "</ul>", "<h2>Findings</h2>", "<ul class=\"findings\">"
             + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>"]
     for name, frame, note, pictures in summary:
-        body += [f"<section class=\"suite\"><h2>{html.escape(name)}</h2>", *[figure(*p) for p in pictures[:1]],
+        # the CD diagram and faithfulness vs cost side by side, then the short table: a suite on one screen
+        body += [f"<section class=\"suite\"><h2>{html.escape(name)}</h2>",
+                 "<div class=\"glance\">" + "".join(figure(*p) for p in pictures) + "</div>",
                  frame.to_html(index=False, classes="leaderboard short", border=0, na_rep=""),
-                 f"<p class=\"note\">{html.escape(note)}</p>", *[figure(*p) for p in pictures[1:]], "</section>"]
+                 f"<p class=\"note\">{html.escape(note)}</p>", "</section>"]
     body += ["<h1>Appendix: every table</h1>", *[f"<p>{html.escape(text)}</p>" for text in explain]]
     for name, frame, note, pictures in appendix:
         body += [f"<h2>{html.escape(name)}</h2>", f"<p class=\"note\">{html.escape(note)}</p>"]
@@ -297,7 +299,9 @@ def _write_html(run_dir, title, header, found, explain, summary, appendix) -> No
              "table.leaderboard td,table.leaderboard th{border:1px solid #ccc;padding:2px 6px}"
              "table.short{width:100%}img{max-width:100%}figure{margin:1em 0}"
              "div.scroll{overflow-x:auto;max-width:100%}p.note{font-size:12px;color:#444}"
-             "section.suite{border-top:2px solid #ccc;margin-top:1.5em}")
+             "section.suite{border-top:2px solid #ccc;margin-top:1.5em}"
+             "div.glance{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}"
+             "div.glance figure{flex:1 1 480px;min-width:0;margin:.5em 0}")
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
             f"<style>{style}</style></head><body>" + "\n".join(body) + "</body></html>")
     write_atomic(run_dir / "report.html", page)

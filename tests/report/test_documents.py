@@ -63,13 +63,19 @@ def test_report_renders_in_headless_chromium(tmp_path):
               "b.overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;"
               "const s = document.querySelector('section.suite'); const kids = [...s.children].map(e => e.tagName);"
               "b.suite = kids.join(',');"
-              "b.cdtop = s.querySelector('img').getBoundingClientRect().top;")
+              "b.cdtop = s.querySelector('img').getBoundingClientRect().top;"
+              "const top = s.getBoundingClientRect().top; const f = [...s.querySelectorAll('div.glance figure')];"
+              "b.glance = f.map(e => e.querySelector('img').alt.includes('vs cost') ? 'cost' : 'cd').join(',');"
+              "b.rows = new Set(f.map(e => Math.round(e.getBoundingClientRect().top))).size;"
+              "b.bottom = Math.max(...f.map(e => e.getBoundingClientRect().bottom)) - top;")
     dom = render(browser, page, tmp_path, script)
     assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 10
     assert 'data-shrunk="0"' in dom  # heatmaps and the Pareto figure show at their own size
     assert 'data-overflow="0"' in dom  # nothing scrolls sideways at 1280 px
-    # a suite reads in a minute: its CD diagram, the short table, its note, then faithfulness vs cost
-    assert 'data-suite="H2,FIGURE,TABLE,P,FIGURE"' in dom
+    # a suite reads in a minute: its CD diagram beside faithfulness vs cost, then the short table and its note;
+    # both figures on one row, within one 1280 × 900 screen from the suite's heading
+    assert 'data-suite="H2,DIV,TABLE,P"' in dom and 'data-glance="cd,cost"' in dom and 'data-rows="1"' in dom
+    assert float(re.search(r'data-bottom="([\d.]+)"', dom)[1]) < 900
     top = float(re.search(r'data-cdtop="([\d.]+)"', dom)[1])
     assert top < 2000  # the CD diagram of the first suite is on the first screen, right after the findings
     for title in ("faithfulness_corr", "erasure_aopc", "naopc", "mixing_ratio", "context_change", "example_maps"):
