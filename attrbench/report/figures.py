@@ -20,6 +20,10 @@ from ..registry import EVALS
 from .plot import new_figure, plot_maps, save_figure
 from .tables import Table, groups, short, suite_title, table_title
 
+# A suite's CD diagram and faithfulness-vs-cost figure stand side by side above its table, so that both fit one
+# screen at 1280 px: each is half the page wide (561 px at 110 dpi), its title wrapped to fit.
+HALF_PAGE_INCHES, HALF_PAGE_TITLE_CHARS = 5.1, 62
+
 
 def _label(record: dict) -> str:
     return record.get("label") or record["method"]
@@ -123,9 +127,8 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     matrix = pd.DataFrame(1.0, index=order, columns=order)
     for (a, b), different in significant.items():
         matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if different else 1.0
-    # Half the page's width, so it stands beside the faithfulness-vs-cost figure above a suite's table (one
-    # screen at 1280 px); labels alternate sides, so 0.14 in per method leaves 0.28 in between labels.
-    fig, ax = new_figure((5.1, 0.14 * len(order) + 1.6))
+    # labels alternate sides, so 0.14 in per method leaves 0.28 in between labels
+    fig, ax = new_figure((HALF_PAGE_INCHES, 0.14 * len(order) + 1.6))
     ranks = pd.Series(stats["average_rank"])
     sp.critical_difference_diagram(ranks, matrix, ax=ax, alpha=stats["alpha"], label_props={"fontsize": 8})
     if stats.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
@@ -139,7 +142,7 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
              f"{'Nemenyi CD %.2f' % stats['cd'] if stats.get('cd') else stats['verdict']})")
     stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-cd".replace("/", "_")
-    return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, 62)))]  # half-page wide
+    return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
 def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> list[tuple[str, Path]]:
@@ -152,7 +155,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
         return []
     spans = [median_iqr(cost[r["method"]]) for r in rows]
     x = np.array([s[0] for s in spans])
-    fig, ax = new_figure((5.1, 4.6))  # beside the CD diagram: see critical_difference
+    fig, ax = new_figure((HALF_PAGE_INCHES, 4.6))
     ax.errorbar(x, [r["mean"] for r in rows], xerr=np.array([[s[0] - s[1], s[2] - s[0]] for s in spans]).T,
                 yerr=_ci_errors(rows), fmt="o", ms=4, color="#4c72b0", ecolor="#aaa", capsize=2)
     front = pareto_front([(c, r["mean"] if higher else -r["mean"]) for c, r in zip(x, rows)])
@@ -168,7 +171,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
     ax.legend(fontsize=7)
     title = f"{suite_title(table.model, table.dataset)}: faithfulness vs cost"
     stem = f"{short(table.model)}-{short(table.dataset)}-pareto".replace("/", "_")
-    return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, 62)))]  # half-page wide
+    return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
 FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}
