@@ -6,6 +6,14 @@ unknown name or a bad value is a one-line error naming what is allowed), ``get_p
 values, and ``key`` a stable text identity of the plugin and its values. That identity is part of a
 leaderboard unit's key and of the memo cache's key, and every result records the values, so results
 computed with other parameters are never mixed with these.
+
+A parameter added to a plugin whose rows are already stored declares ``legacy``: the value the rows
+computed before it existed had (``Param(False, "...", legacy=False)``). ``key`` leaves the parameter
+out while it has that value, so those rows keep their keys (a published store is not orphaned) and
+any other value gives a new key, so rows of the new meaning are computed, never mixed with the old.
+``get_params()`` still lists it, so every result records its value. The legacy value must mean
+exactly what the stored rows were computed with; a value that depends on the run (an ``auto``) is
+not one: fix it first (``Evaluation.resolve``) and key the concrete value.
 """
 from __future__ import annotations
 
@@ -16,6 +24,14 @@ from typing import Any, ClassVar, Optional
 from .errors import InputError
 
 
+class _Unset:
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET = _Unset()  # a parameter without a legacy value (``None`` can be one)
+
+
 @dataclass(frozen=True)
 class Param:
     default: Any
@@ -23,6 +39,11 @@ class Param:
     kind: Optional[type | tuple[type, ...]] = None  # default: the type of ``default``
     choices: Optional[tuple] = None
     minimum: Optional[float] = None
+    legacy: Any = UNSET  # the value rows stored before this parameter existed had: left out of ``key``
+
+    def is_legacy(self, value: Any) -> bool:
+        """Whether ``value`` is the one stored rows had before this parameter existed (it is then not in a key)."""
+        return self.legacy is not UNSET and type(value) is type(self.legacy) and value == self.legacy
 
     def check(self, owner: str, name: str, value: Any) -> Any:
         kinds = self.kind or type(self.default)
@@ -69,9 +90,12 @@ class Configurable:
 
     @property
     def key(self) -> str:
-        return params_key(self.name, self.get_params())
+        return params_key(self.name, self.get_params(), self.params)
 
 
-def params_key(name: str, values: dict) -> str:
-    """``name`` or ``name(k=v,...)``: a plugin with its parameter values, stable across runs."""
+def params_key(name: str, values: dict, params: Optional[dict[str, Param]] = None) -> str:
+    """``name`` or ``name(k=v,...)``: a plugin with its parameter values, stable across runs. A parameter of
+    ``params`` that has its ``legacy`` value is left out (the key rows had before it existed)."""
+    params = params or {}
+    values = {k: v for k, v in values.items() if k not in params or not params[k].is_legacy(v)}
     return name + ("(" + ",".join(f"{k}={values[k]}" for k in sorted(values)) + ")" if values else "")

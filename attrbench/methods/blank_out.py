@@ -1,11 +1,25 @@
 """Blank-out erasure: how much the target's probability moves when one token is blanked.
 
-``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``; the blank is the mask
-token (or ``blank_token``). Causal LMs have no mask token; they get a bare space token (``Ġ`` /
-``▁``) when the vocabulary has one, because their unk/eos token (``<|endoftext|>``) starts a new
-document and would wipe out the whole left context; otherwise unk, then eos. All n variants go
-through the model in batches (``batch_size``), in token-id space (never decoded and re-tokenised),
-each read at the target's row. The SVA reference of the ALTI paper.
+``s_j = |p(target | x) - p(target | x with token j replaced by a blank)|``, or with ``signed=True``
+``s_j = p(target | x) - p(target | x with token j blanked)``: positive when token j supports the
+target, negative when it works against it. The blank is the mask token (or ``blank_token``).
+Causal LMs have no mask token; they get a bare space token (``Ġ`` / ``▁``) when the vocabulary has
+one, because their unk/eos token (``<|endoftext|>``) starts a new document and would wipe out the
+whole left context; otherwise unk, then eos. All n variants go through the model in batches
+(``batch_size``), in token-id space (never decoded and re-tokenised), each read at the target's row.
+
+The probability read is the target's readout: p(class) or p(token) (a softmax), and for a contrast
+``A/B`` σ(logit A − logit B). σ is monotone, so for a contrast the signed scores rank the tokens
+exactly as the change of the logit difference logit A − logit B does, which is what the methods
+explain; for a class or token target p is a softmax over all classes/tokens: it moves with the
+explained logit relative to the others, so its change need not rank tokens as that logit's own change.
+
+The unsigned form is the SVA reference of the ALTI paper (Ferrando et al. 2022) and the default
+(``signed`` is left out of the key at False, so rows stored before it existed keep theirs). The
+signed form is the leave-one-out erasure baseline of ALTI-Logit (Ferrando et al. 2023), the
+yardstick of ``faithfulness_corr`` for the logit and contrast targets of language models: signed
+attributions (grad × input, ALTI-Logit, LRP) correlated with an unsigned change compare a direction
+with a magnitude.
 """
 import numpy as np
 
@@ -23,11 +37,14 @@ from attrbench.plugin import (
 
 class BlankOut(Method):
     name, family, output = "blank_out", "erasure", "scores"
-    description = "|p(target) change| when each token is replaced by the mask (or a neutral) token"
-    reference = "Ferrando et al. 2022 (SVA reference); Li et al. 2016 (erasure)"
+    description = ("|p(target) change| (signed=True: p(x) - p(x blanked)) when each token is replaced by the mask "
+                   "(or a neutral) token")
+    reference = "Ferrando et al. 2022 (SVA reference); Ferrando et al. 2023 (signed); Li et al. 2016 (erasure)"
     params = {"blank_token": Param(None, "the token put in place of each token (default: mask, bare space, unk, eos)",
                                    kind=(str, type(None))),
-              "batch_size": Param(64, "variants per forward pass", minimum=1)}
+              "batch_size": Param(64, "variants per forward pass", minimum=1),
+              "signed": Param(False, "p(x) - p(x with token j blanked) (positive: token j supports the target) "
+                                     "instead of its absolute value", legacy=False)}
 
     def supports(self, adapter):
         return no_head_reason(adapter)
@@ -57,7 +74,9 @@ class BlankOut(Method):
             variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
             probs = target_probabilities(adapter, Readout.of(resolved), variants, [resolved.row] * (n + 1),
                                          self.get_params()["batch_size"])
-            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.abs(probs[0] - probs[1:]), None,
+            change = probs[0] - probs[1:]  # p(x) - p(x with token j blanked)
+            values = change if self.get_params()["signed"] else np.abs(change)
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], values, None,
                                         {"blank_id": blank, "p_target": float(probs[0]),
                                          "truncated": batch.truncated[b]}))
         return results

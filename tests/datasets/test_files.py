@@ -306,7 +306,9 @@ def test_cli_params_reach_the_plugins(tiny_models, tmp_path):
                      "--out", str(out), "--json"])
     assert code == 0, err
     record = json.loads(next(out.glob("*.json")).read_text())["records"][0]
-    assert record["reference"] == "blank_out" and record["method_params"] == {"value_bias": "bias"}
+    # a contrast target of a causal LM: blank_out's signed form is the reference, named with its sign
+    assert record["reference"] == "blank_out(signed=True)" and record["method_params"] == {"value_bias": "bias"}
+    assert record["eval_params"]["reference_sign"] == "signed"
     for bad, message in (("x", "is not PLUGIN.NAME=VALUE"),
                          ("nope.x=1", "'nope' is not a method, evaluation or dataset"),
                          ("naopc.max_beam_width=2",

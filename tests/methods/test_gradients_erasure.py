@@ -46,8 +46,8 @@ def test_integrated_gradients_is_complete(tiny_models):
     result = METHODS.get("integrated_gradients")(adapter, ["the dogs run to the house"], target="token:are")[0]
     assert result.meta["convergence_delta"] < 1e-6 and result.meta["n_steps"] == 50
     # relative_delta: |sum of attributions - (F(x) - F(x'))| / |F(x) - F(x')|, F(x') from a plain forward pass
-    few = METHODS.get("integrated_gradients").with_params(n_steps=2)(adapter, ["the dogs run to the house"],
-                                                                    target="token:are")[0]
+    few = METHODS.get("integrated_gradients").with_params(n_steps=2, max_steps=2)(  # a fixed 2-step rule
+        adapter, ["the dogs run to the house"], target="token:are")[0]
     ids = adapter.encode(["the dogs run to the house"]).input_ids
     token = few.meta["index"]
     with torch.no_grad():
@@ -56,26 +56,6 @@ def test_integrated_gradients_is_complete(tiny_models):
                         input_ids=torch.full_like(ids, adapter.tokenizer.pad_token_id)).logits[0, -1, token])
     assert few.meta["relative_delta"] == pytest.approx(abs(few.values.sum() - gap) / abs(gap), rel=1e-9)
     assert few.meta["relative_delta"] > 1e-4 > result.meta["relative_delta"]
-
-
-def test_blank_out_matches_one_forward_per_variant(tiny_models):
-    adapter = tiny_models[("tiny-bert", "float64")]
-    result = METHODS.get("blank_out")(adapter, [MASKED], target="token:are")[0]
-    ids = adapter.encode([MASKED]).input_ids[0]
-    are = adapter.tokenizer.convert_tokens_to_ids("are")
-    mask_pos = ids.tolist().index(adapter.tokenizer.mask_token_id)
-
-    def p(seq):
-        with torch.no_grad():
-            return adapter.model(input_ids=seq[None]).logits[0, mask_pos].softmax(-1)[are].item()
-
-    by_hand = []
-    for j in range(len(ids)):
-        blanked = ids.clone()
-        blanked[j] = adapter.tokenizer.mask_token_id
-        by_hand.append(abs(p(ids) - p(blanked)))
-    assert np.abs(result.values - by_hand).max() < 1e-12
-    assert result.values[mask_pos] == 0  # blanking the mask with the mask changes nothing
 
 
 def test_classifier_targets():
@@ -101,3 +81,56 @@ def test_headless_model_and_multi_token_targets_are_refused(tiny_models):
         METHODS.get("grad_l2")(headless, ["a film"])
     with pytest.raises(InputError, match="one token"):
         METHODS.get("blank_out")(tiny_models[("tiny-gpt2", "float32")], ["the dogs"], target="token:dogs run")
+
+
+def test_signed_blank_out_is_the_signed_change_and_ranks_as_the_logit_difference(tiny_models):
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    text, target = "The thing to keep in mind", "contrast:is/are"
+    signed = METHODS.get("blank_out").with_params(signed=True)(adapter, [text], target=target)[0]
+    unsigned = METHODS.get("blank_out")(adapter, [text], target=target)[0]
+    ids = adapter.encode([text]).input_ids[0]
+    good, bad = (adapter.tokenizer(w, add_special_tokens=False)["input_ids"][0] for w in (" is", " are"))
+
+    def difference(seq):  # logit(is) - logit(are) at the last position
+        with torch.no_grad():
+            logits = adapter.model(input_ids=seq[None]).logits[0, -1]
+        return (logits[good] - logits[bad]).item()
+
+    blanked = []
+    for j in range(len(ids)):
+        seq = ids.clone()
+        seq[j] = signed.meta["blank_id"]
+        blanked.append(difference(seq))
+    sigmoid = lambda x: 1 / (1 + np.exp(-np.asarray(x)))  # noqa: E731 -- the contrast's readout
+    by_hand = sigmoid(difference(ids)) - sigmoid(blanked)  # p(x) - p(x with token j blanked)
+    assert (by_hand < 0).any() and (by_hand > 0).any()  # both signs occur, so |.| would be caught
+    assert np.abs(signed.values - by_hand).max() < 1e-12
+    assert np.array_equal(np.abs(signed.values), unsigned.values)
+    # σ is monotone: the signed scores rank the tokens as the change of the logit difference does
+    logit_change = difference(ids) - np.asarray(blanked)
+    assert np.array_equal(np.argsort(signed.values), np.argsort(logit_change))
+    assert signed.meta["p_target"] == pytest.approx(sigmoid(difference(ids)), abs=1e-12)
+
+
+def test_blank_out_matches_one_forward_per_variant_signed_and_unsigned(tiny_models):
+    """Each score by hand, one forward pass per blanked variant: |p(x) - p(x_j)|, and signed p(x) - p(x_j)."""
+    adapter = tiny_models[("tiny-bert", "float64")]
+    signed = METHODS.get("blank_out").with_params(signed=True)(adapter, [MASKED], target="token:are")[0]
+    unsigned = METHODS.get("blank_out")(adapter, [MASKED], target="token:are")[0]
+    ids = adapter.encode([MASKED]).input_ids[0]
+    are = adapter.tokenizer.convert_tokens_to_ids("are")
+    mask_pos = ids.tolist().index(adapter.tokenizer.mask_token_id)
+
+    def p(seq):
+        with torch.no_grad():
+            return adapter.model(input_ids=seq[None]).logits[0, mask_pos].softmax(-1)[are].item()
+
+    by_hand = []
+    for j in range(len(ids)):
+        blanked = ids.clone()
+        blanked[j] = adapter.tokenizer.mask_token_id
+        by_hand.append(p(ids) - p(blanked))
+    assert np.abs(signed.values - by_hand).max() < 1e-12
+    assert np.abs(unsigned.values - np.abs(by_hand)).max() < 1e-12
+    assert unsigned.values[mask_pos] == 0  # blanking the mask with the mask changes nothing
+    assert np.array_equal(np.abs(signed.values), unsigned.values) and (signed.values < 0).any()

@@ -87,7 +87,8 @@ def test_smollm2_sva_evaluation_and_analyses(capsys, tmp_path):
                  "faithfulness_corr,erasure_aopc", "--dataset", "sva-linzen", "--n", "2", "--out", str(tmp_path),
                  "--json"]) == 0
     records = json.loads(capsys.readouterr().out)
-    assert {r["reference"] for r in records if r["eval"] == "faithfulness_corr"} == {"blank_out"}
+    # logit(correct) - logit(wrong): the signed leave-one-out (ALTI-Logit's erasure baseline) is the reference
+    assert {r["reference"] for r in records if r["eval"] == "faithfulness_corr"} == {"blank_out(signed=True)"}
     assert all(r["target"].startswith("logit(correct)") for r in records)
     from attrbench.registry import METHODS
 
