@@ -12,6 +12,10 @@ keeping the first m − k, so ABPC = AOPC_comp − AOPC_suff of the same full cu
 declared as for every erasure metric; the default is NAOPC's (whole words, [MASK] where the model has
 one), so next to NAOPC it costs no model output of its own.
 An example with fewer than two features has no curve: its value is undefined.
+
+The random floor is exactly 0 (:meth:`ABPC.floor`, no model output): under a uniformly random ordering σ
+both σ[:k] and reverse(σ)[:k] are uniformly random k-subsets, so the two curves have the same expectation
+at every k (E[AOPC_comp − AOPC_suff] = 0; tested by enumerating every ordering).
 """
 from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, register
 
@@ -22,6 +26,7 @@ class ABPC(Evaluation):
     reference = "Achtibat et al. 2024 (AttnLRP), §4; Li et al. 2023 (M4)"
     primary_metric = "abpc"
     higher_is_better = {"abpc": True}
+    metric_names = {"abpc": "ABPC"}
     derived = "AOPC_comp - AOPC_suff of the full removal curves (naopc's raw AOPCs with the same perturbation)"
     params = {"perturbation": Param("auto", "how features are removed: delete, mask, pad or auto (mask if the model "
                                             "has a mask token, else delete)", choices=OPERATORS),
@@ -35,6 +40,13 @@ class ABPC(Evaluation):
         morf = yield from perturbations.curve(order)
         lerf = yield from perturbations.curve(order[::-1])
         return {"abpc": float((morf - lerf).mean())}
+
+    floor_how = "exactly 0: the reverse of a uniformly random ordering is uniformly random"
+
+    def floor(self, work):
+        """E[ABPC] under a uniformly random ordering: 0 where there is a curve (m ≥ 2), with no model output."""
+        m = work.perturbations(self.perturbation, self.unit).m
+        return {"abpc": 0.0 if m >= 2 else None, "mc_se": {"abpc": 0.0}, "floor": {"exact": True}}
 
 
 register(ABPC)

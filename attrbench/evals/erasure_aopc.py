@@ -16,10 +16,20 @@ Removal is ``perturbation`` (default ``delete``: the tokens leave the token-id s
 [SEP], the probe's [MASK]) always stay. AOPC = the mean over the bins. ``by_bin`` keeps the mean drop
 per bin and ``per_example`` each example's drops. A text that deletion would leave empty (one token,
 none special: a one-word decoder prompt) has no value (``n_undefined``).
+
+The random floor (:meth:`ErasureAOPC.floor`, leaderboard runs): under a uniformly random ordering the top r
+features are a uniformly random r-subset, so each bin's expected drop is the mean over the r-subsets
+(comprehensiveness: removed; sufficiency: the only ones kept), exact where there are at most
+``FLOOR_DRAWS`` of them, else over ``FLOOR_DRAWS`` distinct random ones (seeded per example), with the
+finite-population-corrected standard error; bins of the same r share their subsets. At most
+2 · 5 · ``FLOOR_DRAWS`` model outputs per example.
 """
+import math
+from collections import Counter
+
 import numpy as np
 
-from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, ceil_count, register
+from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, ceil_count, register, stratum_mean, subsets_of_size
 
 BINS = (1, 5, 10, 20, 50)
 PERTURBATION = Param("delete", "how features are removed: delete, mask, pad, or auto (mask if the model has a mask "
@@ -34,6 +44,9 @@ class ErasureAOPC(Evaluation):
     headline = 2
     primary_metric = "comprehensiveness_aopc"
     higher_is_better = {"comprehensiveness_aopc": True, "sufficiency_aopc": False}
+    metric_names = {"comprehensiveness_aopc": "erasure AOPC comprehensiveness",
+                    "sufficiency_aopc": "erasure AOPC sufficiency"}
+    robustness = ("comprehensiveness_aopc",)
     params = {"perturbation": PERTURBATION, "unit": UNIT}
 
     def score(self, work, result):
@@ -51,6 +64,38 @@ class ErasureAOPC(Evaluation):
         suff = yield from perturbations.drops(top, keep=True)
         return {"comprehensiveness_aopc": float(np.mean(comp)), "sufficiency_aopc": float(np.mean(suff)),
                 "by_bin": {"comprehensiveness": comp.tolist(), "sufficiency": suff.tolist()}}
+
+    floor_how = ("per bin, the mean drop over every r-subset of the features (exact) or over FLOOR_DRAWS random "
+                 "ones: E under a uniformly random ordering")
+
+    def floor(self, work):
+        """Each bin's expected drops under a uniformly random ordering, built as :meth:`score` builds its sets."""
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        m = perturbations.m
+        everything = frozenset(range(m))
+        if m == 0 or perturbations.empty_after(everything) and m == 1:
+            return {"comprehensiveness_aopc": None, "sufficiency_aopc": None, "by_bin": None, "floor": {"exact": True}}
+        # score()'s rule: top features that are everything (no special token) lose the last feature, a random one
+        sizes = [m - 1 if r == m and perturbations.empty_after(everything) else r
+                 for r in (ceil_count(k, m) for k in BINS)]
+        rng = work.rng("floor:erasure_aopc")
+        strata = {r: subsets_of_size(m, r, self.floor_draws, rng) for r in sorted(set(sizes))}
+        flat = [s for stratum in strata.values() for s in stratum]
+        yield from perturbations.probabilities([frozenset()] + flat + [everything - s for s in flat])  # one request
+        drops = {"comprehensiveness": (yield from perturbations.drops(flat)),
+                 "sufficiency": (yield from perturbations.drops(flat, keep=True))}
+        weights = Counter(sizes)  # bins per size: AOPC = Σ_r (bins of r / 5) · mean drop of r
+        out = {"by_bin": {}, "mc_se": {}, "floor": {"exact": all(len(v) == math.comb(m, r) for r, v in strata.items()),
+                                                    "subsets": len(flat)}}
+        for kind, metric in (("comprehensiveness", "comprehensiveness_aopc"), ("sufficiency", "sufficiency_aopc")):
+            estimates, at = {}, 0
+            for r, stratum in strata.items():
+                estimates[r] = stratum_mean(drops[kind][at:at + len(stratum)], math.comb(m, r))
+                at += len(stratum)
+            out["by_bin"][kind] = [estimates[r][0] for r in sizes]
+            out[metric] = float(np.mean(out["by_bin"][kind]))
+            out["mc_se"][metric] = math.sqrt(sum((c / len(BINS)) ** 2 * estimates[r][1] for r, c in weights.items()))
+        return out
 
     def summarise(self, scored, shared):
         out = super().summarise(scored, shared)

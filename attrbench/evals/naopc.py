@@ -30,12 +30,34 @@ no new model output, and a normalised score outside [0, 1] cannot occur. The rec
 examples whose bounds came from a beam and how many a method broke. Undefined (None) where m < 2 or
 every ordering scores the same.
 
+The random floor (:meth:`NAOPC.floor`, leaderboard runs): over uniformly random orderings σ, σ[:k] is a
+uniformly random k-subset, so
+
+    E[AOPC_comp] = 1/(m−1) Σ_{k=1..m−1} (p(x) − E_{|S|=k} p(x ∖ S)),   and E[AOPC_suff] = E[AOPC_comp]
+
+(the reverse of a uniform ordering is uniform). It is exact up to ``exact_up_to`` features (all 2^m − 2
+subsets: the exact bounds' own requests, so it costs no model output of its own) and wherever every size
+has at most ``FLOOR_DRAWS`` subsets; beyond, each size k is a stratum of ``FLOOR_DRAWS`` distinct random
+k-subsets (seeded per example), with the stratified Monte-Carlo standard error (finite-population
+corrected; ``attrbench.ops.floors``). About ``FLOOR_DRAWS`` (m − 1) model outputs per long example. It is
+normalised by the example's bounds as a method is (expectation and normalisation commute).
+
 The perturbation defaults to Edin et al.'s: whole words replaced by [MASK] (``perturbation = auto``:
 mask where the model has a mask token; a decoder without one deletes), ``unit = word``.
 """
+import math
 from itertools import combinations
 
-from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, Perturbations, register
+from attrbench.plugin import (
+    OPERATORS,
+    UNITS,
+    Evaluation,
+    Param,
+    Perturbations,
+    register,
+    stratum_mean,
+    subsets_of_size,
+)
 
 KINDS = ("comprehensiveness", "sufficiency")
 LADDER = (1, 5, 10, 20, 50)  # Edin et al.'s beam widths
@@ -101,6 +123,8 @@ class NAOPC(Evaluation):
     headline = 0
     primary_metric = "naopc_comprehensiveness"
     higher_is_better = {"naopc_comprehensiveness": True, "naopc_sufficiency": False}
+    metric_names = {"naopc_comprehensiveness": "NAOPC comprehensiveness", "naopc_sufficiency": "NAOPC sufficiency"}
+    robustness = ("naopc_comprehensiveness", "naopc_sufficiency")
     params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model "
                                             "has a mask token, else delete", choices=OPERATORS),
               "unit": Param("word", "what a feature is: a word (Edin et al.) or a subword token", choices=UNITS),
@@ -132,11 +156,35 @@ class NAOPC(Evaluation):
         suff = yield from perturbations.curve(order, keep=True)
         return {"aopc_comprehensiveness": float(comp.mean()), "aopc_sufficiency": float(suff.mean())}
 
-    def summarise(self, scored, shared):
-        """Each example's bounds widened to every ordering seen, then every method normalised by them."""
-        n = len(shared)
+    floor_how = ("E[AOPC] over uniformly random orderings: per subset size, the mean drop over every subset "
+                 "(exact) or over FLOOR_DRAWS random ones (stratified); normalised by the example's bounds")
+
+    def floor(self, work):
+        """E[AOPC_comp] = E[AOPC_suff] under a uniformly random ordering (module docstring), with its MC SE."""
+        perturbations = work.perturbations(self.perturbation, self.unit)
+        m = perturbations.m
+        if m < 2:
+            return {"aopc_comprehensiveness": None, "aopc_sufficiency": None, "floor": {"exact": True}}
+        rng = work.rng("floor:naopc")
+        strata = [subsets_of_size(m, k, self.floor_draws, rng, exhaustive=m <= self.exact_up_to) for k in range(1, m)]
+        drops = yield from perturbations.drops([s for stratum in strata for s in stratum])  # one request
+        means, variances, at = [], [], 0
+        for k, stratum in enumerate(strata, start=1):
+            mean, variance = stratum_mean(drops[at:at + len(stratum)], math.comb(m, k))
+            means.append(mean)
+            variances.append(variance)
+            at += len(stratum)
+        aopc, se = sum(means) / (m - 1), math.sqrt(sum(variances)) / (m - 1)
+        exact = all(len(stratum) == math.comb(m, k) for k, stratum in enumerate(strata, start=1))
+        return {"aopc_comprehensiveness": aopc, "aopc_sufficiency": aopc,
+                "mc_se": {"aopc_comprehensiveness": se, "aopc_sufficiency": se},
+                "floor": {"exact": exact, "subsets": at}}
+
+    @staticmethod
+    def _bounds(scored, shared) -> list:
+        """Each example's bounds widened to every ordering seen (the methods', both kinds): (L, H) or None."""
         bounds = []
-        for k in range(n):
+        for k in range(len(shared)):
             found = (shared[k] or {}).get("bounds")
             if found is None:
                 bounds.append(None)
@@ -144,6 +192,33 @@ class NAOPC(Evaluation):
             seen = [p[f"aopc_{kind}"] for payloads in scored.values() for p in [payloads[k]]
                     if p is not None for kind in KINDS if p.get(f"aopc_{kind}") is not None]
             bounds.append((min([found[0], *seen]), max([found[1], *seen])))
+        return bounds
+
+    def summarise_floor(self, floor, shared, scored):
+        """The floor's expected AOPC normalised by the bounds the methods are normalised by (the floor widens none:
+        an expectation is no ordering); its MC SE scaled alike."""
+        bounds = self._bounds(scored, shared)
+        out = {}
+        for kind in KINDS:
+            values, errors = [], []
+            for payload, limits in zip(floor, bounds):
+                aopc = None if payload is None else payload.get(f"aopc_{kind}")
+                if aopc is None or limits is None or limits[1] - limits[0] <= 1e-12:
+                    values.append(None)
+                    errors.append(None)
+                    continue
+                span = limits[1] - limits[0]
+                values.append((aopc - limits[0]) / span)
+                errors.append((payload.get("mc_se") or {}).get(f"aopc_{kind}", 0.0) / span)
+            out[f"naopc_{kind}"] = {
+                "values": values, "mc_se": errors, "floor": self.floor_description(floor),
+                "raw_aopc": [None if p is None else p.get(f"aopc_{kind}") for p in floor],
+                "bounds": [None if b is None else list(b) for b in bounds]}
+        return out
+
+    def summarise(self, scored, shared):
+        """Each example's bounds widened to every ordering seen, then every method normalised by them."""
+        bounds = self._bounds(scored, shared)
         beam = sum(1 for s in shared if s and s.get("search") == "beam")
         out = {}
         for key, payloads in scored.items():

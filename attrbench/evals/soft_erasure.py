@@ -18,6 +18,14 @@ i.e. their normalisation by the sufficiency of an empty input, S(x, 0) = 1 − m
 their clipping. Undefined where zeroing every token does not lower p (nothing to normalise by) or no
 score varies. The raw drops are kept as named variants: ``soft_comprehensiveness_raw`` = p(x) − p_c
 (higher: better) and ``soft_sufficiency_raw`` = p(x) − p_s (lower: better).
+
+The random floor (:meth:`SoftErasure.floor`, leaderboard runs) is a Monte-Carlo expectation: ``FLOOR_DRAWS``
+seeded uniform score vectors (the ``random`` method's distribution), each turned into keep probabilities
+and run through the same ``samples`` masks as every method; per draw the raw drops, and Soft-NC / Soft-NS
+averaged over the draws (clip and max are not linear: the mean of the metric, not the metric of the mean
+drop), with standard error std / √draws. It is the costly floor: 2 · ``samples`` · ``FLOOR_DRAWS`` model
+inputs per example (4,000 at the defaults, one request that the batcher packs into full batches), about
+as many as 100 methods' soft erasure.
 """
 import numpy as np
 import torch
@@ -80,6 +88,9 @@ class SoftErasure(Evaluation):
     headline = 1
     primary_metric = "soft_nc"
     higher_is_better = METRICS
+    metric_names = {"soft_nc": "Soft-NC", "soft_ns": "Soft-NS", "soft_comprehensiveness_raw": "soft comprehensiveness",
+                    "soft_sufficiency_raw": "soft sufficiency"}
+    robustness = ("soft_nc", "soft_ns")
     params = {"samples": Param(20, "Bernoulli mask samples per example (the expectation's sample size)", minimum=1),
               "importance": Param("minmax", "scores to keep probabilities: minmax (the paper's code), sigmoid or "
                                             "positive", choices=IMPORTANCE)}
@@ -120,17 +131,60 @@ class SoftErasure(Evaluation):
         for key, payloads in scored.items():
             nc, ns = [], []
             for payload, common in zip(payloads, shared):
-                scale = None if common is None else max(0.0, common["p_full"] - common["p_zero"])
                 comp = None if payload is None else payload.get("soft_comprehensiveness_raw")
                 suff = None if payload is None else payload.get("soft_sufficiency_raw")
-                if comp is None or not scale:
-                    nc.append(None)
-                    ns.append(None)
-                    continue
-                nc.append(float(np.clip(max(0.0, comp) / scale, 0, 1)))
-                ns.append(float(np.clip((scale - max(0.0, suff)) / scale, 0, 1)))
+                normalised = _normalised(comp, suff, common)
+                nc.append(None if normalised is None else float(normalised[0]))
+                ns.append(None if normalised is None else float(normalised[1]))
             out[key]["soft_nc"]["values"], out[key]["soft_ns"]["values"] = nc, ns
         return out
+
+    floor_how = ("FLOOR_DRAWS uniform score draws through the methods' masks; Soft-NC / Soft-NS averaged over the "
+                 "draws (the raw drops: their mean)")
+
+    def floor(self, work):
+        """Per draw of uniform scores, the raw drops under the methods' masks, all draws in one request."""
+        special = special_mask(work.adapter, work.ids)
+        draws = work.rng("floor:soft_erasure").random((self.floor_draws, len(work.ids)))
+        keeps = [keep_probabilities(d, special, self.importance) for d in draws]
+        keeps = np.array([q for q in keeps if q is not None])  # None for every draw or none (one scored token)
+        if not len(keeps):
+            return {**dict.fromkeys(METRICS), "floor": {"exact": False}}
+        uniform = self._uniform(work)
+        p_full = yield from work.perturbations().full()
+        values = yield MaskedEmbeddings(work.adapter, Readout.of(work.resolved), tuple(work.ids), work.resolved.row,
+                                        np.concatenate([np.where(special, 1.0, 1.0 - keeps), keeps]), uniform)
+        per_draw = p_full - np.asarray(values).reshape(2 * len(keeps), len(uniform)).mean(1)
+        comp, suff = per_draw[:len(keeps)], per_draw[len(keeps):]
+        return {"soft_comprehensiveness_raw": float(comp.mean()), "soft_sufficiency_raw": float(suff.mean()),
+                "mc_se": {"soft_comprehensiveness_raw": _se(comp), "soft_sufficiency_raw": _se(suff)},
+                "draws": {"comprehensiveness": comp.tolist(), "sufficiency": suff.tolist()},
+                "floor": {"exact": False}}
+
+    def summarise_floor(self, floor, shared, scored):
+        """Raw drops as a method's (linear); Soft-NC and Soft-NS per draw, then their mean over the draws."""
+        out = super().summarise_floor(floor, shared, scored)
+        for k, (payload, common) in enumerate(zip(floor, shared)):
+            per_draw = None if payload is None or not payload.get("draws") else _normalised(
+                np.asarray(payload["draws"]["comprehensiveness"]), np.asarray(payload["draws"]["sufficiency"]), common)
+            for metric, values in zip(("soft_nc", "soft_ns"), (None, None) if per_draw is None else per_draw):
+                out[metric]["values"][k] = None if values is None else float(values.mean())
+                out[metric]["mc_se"][k] = None if values is None else _se(values)
+        return out
+
+
+def _normalised(comp, suff, common):
+    """(Soft-NC, Soft-NS) of raw drops (numbers or arrays of draws), as the authors' code clips them; None where
+    undefined (no drop, or zeroing every token does not lower p)."""
+    scale = None if common is None else max(0.0, common["p_full"] - common["p_zero"])
+    if comp is None or not scale:
+        return None
+    return (np.clip(np.maximum(0.0, comp) / scale, 0, 1), np.clip((scale - np.maximum(0.0, suff)) / scale, 0, 1))
+
+
+def _se(values: np.ndarray) -> float:
+    """The Monte-Carlo standard error of a mean over draws: std / √draws."""
+    return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
 register(SoftErasure)

@@ -100,26 +100,32 @@ class Forward:
 class MaskedEmbeddings:
     """A request for the scored probability of one example under masks of its input embeddings (soft erasure):
     sample s keeps dimension d of token i where ``uniform[s, i, d] < keep[i]``. Each sample is one model input,
-    never cached (the masks follow one method's scores); ``answer`` holds one probability per sample."""
+    never cached (the masks follow one method's scores); ``answer`` holds one probability per sample.
+
+    ``keep`` may also be (K, n), K keep vectors through the same S masks in one request (the random floor's
+    draws): sample j = r·S + s is keep row r under mask s, so the batcher packs all K·S into full batches."""
 
     adapter: Any
     readout: Readout
     ids: tuple[int, ...]
     row: int
-    keep: np.ndarray  # (n,) keep probabilities
+    keep: np.ndarray  # (n,) keep probabilities, or (K, n): K vectors of them
     uniform: torch.Tensor  # (S, n, d) float64 uniform draws on the CPU, shared by every method of an example
     answer: Optional[np.ndarray] = field(default=None, repr=False)
 
     @property
     def samples(self) -> int:
-        return int(self.uniform.shape[0])
+        return int(self.uniform.shape[0]) * (1 if np.ndim(self.keep) == 1 else len(self.keep))
 
     def inputs(self, start: int, stop: int) -> torch.Tensor:
         """The masked input embeddings of samples ``start`` .. ``stop``: (stop − start, n, d), on the model's device."""
         device = self.adapter.device
         embeds = self.adapter.model.get_input_embeddings()(torch.tensor([self.ids], device=device))  # (1, n, d)
-        keep = torch.as_tensor(self.keep, dtype=self.uniform.dtype, device=self.uniform.device)
-        masks = (self.uniform[start:stop] < keep[None, :, None]).to(device=device, dtype=embeds.dtype)
+        keep = torch.as_tensor(self.keep, dtype=self.uniform.dtype, device=self.uniform.device).reshape(
+            -1, len(self.ids))
+        at = torch.arange(start, stop, device=self.uniform.device)
+        draws = self.uniform.shape[0]
+        masks = (self.uniform[at % draws] < keep[at // draws][:, :, None]).to(device=device, dtype=embeds.dtype)
         return embeds * masks
 
 

@@ -10,6 +10,10 @@ Two kinds:
   (``yield from work.perturbations(...).drops(...)``), so a run answers every request of a shard at
   once, deduplicated and batched (``attrbench.ops.batching``), and keeps each payload per example:
   adding a method or raising n computes only the missing ones.
+- a scoring evaluation may declare a **floor** (``floor(work)``): per example, the expected payload under a
+  uniformly random attribution (exact where the metric allows it, else ``FLOOR_DRAWS`` seeded draws, with its
+  Monte-Carlo standard error), which leaderboard runs put in its table in place of one random draw
+  (:meth:`Evaluation.floor`, :meth:`Evaluation.summarise_floor`).
 - **analyses** of the model itself (the papers' figures; ``needs_methods = False``) compute records
   over a whole sample with :meth:`Evaluation.run`.
 
@@ -44,6 +48,11 @@ from ..ops.stats import summary
 from ..ops.targets import ResolvedTarget, resolve_text
 from ..params import Configurable
 from .method import Method, MethodResult
+
+# The Monte-Carlo draws of a floor that is not exact. A constant, not a parameter: parameters are part of every row's
+# key; this is part of the floor rows' key only (``Evaluation.floor_key``), so changing it recomputes those alone.
+FLOOR_DRAWS = 100
+FLOOR_METHOD = "random_floor"  # the floor's name in the records (method family "baseline")
 
 
 class Workspace:
@@ -206,7 +215,12 @@ class Evaluation(Configurable):
     figures: tuple[str, ...] = ("bars",)  # figure kinds, by name in attrbench.report.figures.FIGURES
     cost_columns: dict[str, tuple[str, int]] = {}  # metric -> (column, decimals) it adds to the suite's method tables
     rope: dict[str, float] = {}  # region of practical equivalence per metric (default 0.01)
+    metric_names: dict[str, str] = {}  # each metric as a reader names it in findings ("NAOPC comprehensiveness")
+    robustness: Optional[tuple[str, ...]] = None  # the metrics that vote in a suite's robustness panel (default: the
+    # primary metric of an independent faithfulness evaluation; none of a derived one)
     record_fields: tuple[str, ...] = ()  # payload fields that are the same on every example, kept in the records
+    floor_draws: int = FLOOR_DRAWS  # draws of a sampled floor (read at call time: part of ``floor_key``)
+    floor_how: str = ""  # how its floor is computed, for the records (else a payload's ``floor["how"]``)
 
     def takes(self, method: Method) -> bool:
         return method.output == "scores" or not self.score_methods_only
@@ -225,6 +239,12 @@ class Evaluation(Configurable):
 
     def check_examples(self, adapter, examples: Sequence[Example]) -> None:
         """Raise before any work if these examples lack what this evaluation reads (e.g. human rationales)."""
+
+    def resolve(self, adapter, dataset: str, examples: Sequence[Example]) -> "Evaluation":
+        """This evaluation with every parameter whose value depends on the suite (an ``auto``) fixed to a concrete
+        value (``with_params``), so that a row's key says what its payload was computed with. Called once when a
+        suite is planned, before any key is made; by default the evaluation itself."""
+        return self
 
     def __call__(self, adapter, methods: Sequence[Method], examples: Sequence[Example],
                  context: EvalContext) -> list[dict]:
@@ -266,6 +286,45 @@ class Evaluation(Configurable):
             out[key] = {metric: {"values": [None if p is None else p.get(metric) for p in payloads], **fields}
                         for metric in self.higher_is_better}
         return out
+
+    # -- the random floor: per example, a metric's expectation under a uniformly random attribution --------
+    def floor(self, work: ExampleWork) -> Any:
+        """The floor's payload on one example (or a generator giving it): the payload fields a method's payload has,
+        at their expected value under a uniformly random attribution (a uniformly random ordering of the features,
+        for an erasure metric), with ``mc_se`` (``{field: Monte-Carlo standard error}``, 0.0 where exact) and
+        ``floor`` (``{"exact": bool, ...}``: how it was computed on this example). Exact where the metric allows
+        it, else at least ``floor_draws`` seeded draws (``work.rng``). Not overridden: no floor."""
+        return None
+
+    @property
+    def has_floor(self) -> bool:
+        return type(self).floor is not Evaluation.floor
+
+    @property
+    def floor_key(self) -> str:
+        """The method part of the floor rows' keys: the floor's settings (its rows sit beside the shared ones)."""
+        return f"floor(draws={self.floor_draws})"
+
+    def summarise_floor(self, floor: list[Optional[dict]], shared: list[Optional[dict]],
+                        scored: dict[str, list[Optional[dict]]]) -> dict[str, dict]:
+        """Per metric, ``{"values", "mc_se", "floor", **extra}`` of the floor's payloads (``floor[k]``, None where
+        missing) beside the methods' (``scored``, for a normalisation that needs them). By default the floor is
+        summarised as a method would be, which is right for a metric linear in the payload's fields (an
+        expectation of the field is the expectation of the metric), with each metric's ``mc_se`` read from the
+        payloads. A nonlinear metric overrides this and averages the metric over the draws instead."""
+        out = self.summarise({FLOOR_METHOD: floor}, shared)[FLOOR_METHOD]
+        for metric, entry in out.items():
+            entry["mc_se"] = [None if p is None or v is None else float((p.get("mc_se") or {}).get(metric, 0.0))
+                              for p, v in zip(floor, entry["values"])]
+            entry["floor"] = self.floor_description(floor)
+        return out
+
+    def floor_description(self, floor: list[Optional[dict]]) -> dict:
+        """What a floor record says of how it was computed: the draws, how many examples were exact, and how."""
+        given = [p["floor"] for p in floor if p is not None and p.get("floor")]
+        return {"draws": self.floor_draws, "exact_examples": sum(1 for f in given if f.get("exact")),
+                "sampled_examples": sum(1 for f in given if not f.get("exact")),
+                "how": self.floor_how or next((f["how"] for f in given if f.get("how")), "")}
 
     def run(self, adapter, methods, examples, context) -> list[dict]:
         """Records of one sample: every payload computed (model outputs batched across examples), then summarised."""

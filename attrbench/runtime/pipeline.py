@@ -27,6 +27,7 @@ from ..errors import InputError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
+from ..plugin.evaluation import FLOOR_METHOD
 from ..plugin.method import Method
 from ..registry import EVALS
 from .config import parse_budget
@@ -163,12 +164,14 @@ def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:
 # -- collecting records from rows ---------------------------------------------------------------
 def describe(plan: SuitePlan) -> dict:
     """What :func:`records_of` needs to read a suite's rows back without loading its model (kept in the
-    store's metadata): the row keys' parts, the examples in sampling order, every cell."""
+    store's metadata): the row keys' parts, the examples in sampling order, every cell (with its floor's row key
+    and draws, or None)."""
     return {"name": plan.name, "model": plan.model, "weights": plan.weights, "dtype": plan.dtype,
             "dataset": plan.dataset, "split": plan.split, "notes": plan.notes, "seed": plan.seed,
             "examples": [[e.id, example_tag(e)] for e in plan.examples],
             "scoring": [{"eval": e.name, "eval_params": e.get_params(), "eval_key": e.key,
                          "n": len(plan.sample_for(e)),
+                         "floor": {"key": e.floor_key, "draws": e.floor_draws} if plan.has_floor(e) else None,
                          "methods": [{"name": m.name, "params": m.get_params(), "key": m.key, "family": m.family}
                                      for m in methods]} for e, methods in plan.scoring],
             "analyses": [{"eval": e.name, "eval_params": e.get_params(), "key": plan.analysis_key(e)}
@@ -177,7 +180,8 @@ def describe(plan: SuitePlan) -> dict:
 
 def records_of(suite: dict, store: Store) -> list[dict]:
     """A suite's records (without intervals) from its stored rows: each scoring evaluation's payloads
-    summarised over the examples it has been computed on, and each analysis's records."""
+    summarised over the examples it has been computed on, its random floor's (:func:`floor_records`), and each
+    analysis's records."""
     def key(eval_key: str, method_key: str, example_id: str, tag: str) -> str:
         return row_key(suite["weights"], suite["dtype"], suite["dataset"], suite["split"], eval_key, method_key,
                        example_id, tag)
@@ -214,10 +218,44 @@ def records_of(suite: dict, store: Store) -> list[dict]:
                     **({"higher_is_better": evaluation.higher_is_better[metric]}
                        if metric in evaluation.higher_is_better else {}),
                     **suite["notes"], "sample_size": len(present), "planned_n": cell["n"], **extra})
+        records += floor_records(suite, cell, evaluation, store, covered, scored, shared, key)
     analysis_rows = store.get([a["key"] for a in suite["analyses"]])
     for analysis in suite["analyses"]:
         if analysis["key"] in analysis_rows:
             records += analysis_rows[analysis["key"]]["records"]
+    return records
+
+
+def floor_records(suite: dict, cell: dict, evaluation, store: Store, covered: list[int], scored: dict,
+                  shared: list, key: Callable[..., str]) -> list[dict]:
+    """The records of a cell's random floor (``method = "random_floor"``, family ``baseline``), on the examples
+    that have a floor row: per metric the per-example ``values`` and ``mc_se`` and the ``floor`` description,
+    else the fields of a method's record. Read for every evaluation that declares a floor, so floor rows added to
+    a folder whose stored plan predates floors are read too (``cell["floor"]`` names the key where given)."""
+    if not evaluation.has_floor:
+        return []
+    floor_key = (cell.get("floor") or {}).get("key", evaluation.floor_key)
+    examples = suite["examples"][:cell["n"]]
+    keys = [key(cell["eval_key"], floor_key, examples[k][0], examples[k][1]) for k in covered]
+    rows = store.get(keys)
+    present = [j for j, k in enumerate(keys) if k in rows]
+    if not present:
+        return []
+    summaries = evaluation.summarise_floor([rows.get(k) for k in keys], shared, scored)
+    records = []
+    for metric, entry in summaries.items():
+        if (cell.get("floor") or {}).get("draws") is not None:  # the draws its rows were computed with
+            entry["floor"] = {**entry.get("floor", {}), "draws": cell["floor"]["draws"]}
+        values = [None if entry["values"][j] is None else float(entry["values"][j]) for j in present]
+        extra = {k: ([v[j] for j in present] if isinstance(v, list) and len(v) == len(covered) else v)
+                 for k, v in entry.items() if k != "values"}
+        records.append({
+            "model": suite["model"], "method": FLOOR_METHOD, "method_params": {}, "method_family": "baseline",
+            "eval": cell["eval"], "eval_params": cell["eval_params"], "dataset": suite["dataset"], "metric": metric,
+            **summary(values), "seed": suite["seed"], "example_ids": [examples[covered[j]][0] for j in present],
+            "values": values, **({"higher_is_better": evaluation.higher_is_better[metric]}
+                                 if metric in evaluation.higher_is_better else {}),
+            **suite["notes"], "sample_size": len(present), "planned_n": cell["n"], **extra})
     return records
 
 

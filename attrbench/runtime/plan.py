@@ -8,7 +8,9 @@ without methods). A :class:`SuitePlan` knows the key of every result row, so the
 are missing.
 
 Work is example-major: a :class:`Job` is a shard of a suite's examples with, per example, the
-(evaluation, method) rows it still lacks. :func:`run_job` computes a job: each example's
+(evaluation, method) rows it still lacks. A leaderboard run (``Suite.baseline``) adds to each evaluation that
+declares a random floor (``Evaluation.floor``) one floor row per example, keyed like the shared rows with the
+floor's settings as its method (``Evaluation.floor_key``). :func:`run_job` computes a job: each example's
 attributions (memoised and cached, timed), then every row's payload with all model-output requests of
 the shard answered together (``attrbench.ops.batching``). Analyses of the model run once per suite on
 their sample. Every executor goes through :func:`run_job`.
@@ -43,7 +45,9 @@ class Suite:
     ``methods`` is a list of names or ``"all"`` (every registered method the model supports, but
     ``exclude_methods``). ``eval_n`` caps an evaluation's sample (e.g. timing, or an analysis).
     ``example_ids`` fixes the examples instead (external attributions are scored on those they cover).
-    ``baseline``: put the random attribution in every faithfulness table (leaderboard runs).
+    ``baseline`` (leaderboard runs): put the random floor in every table whose evaluation declares one (the
+    metric's expectation under a uniformly random attribution: ``Evaluation.floor``), and the one-draw ``random``
+    method in the other faithfulness tables; ``methods = "all"`` then leaves ``random`` out (name it to keep it).
     """
 
     model: str
@@ -154,6 +158,7 @@ class SuitePlan:
     analyses: list[Evaluation]
     seed: int = 0
     stand_in: Optional[Example] = None  # the dataset's shortest example: each method's untimed warm-up runs on it
+    floors: frozenset = frozenset()  # the keys of the evaluations that get floor rows (leaderboard runs)
 
     @property
     def name(self) -> str:
@@ -163,22 +168,31 @@ class SuitePlan:
         cap = self.suite.eval_n.get(evaluation.name)
         return self.examples if cap is None else self.examples[:cap]
 
-    def row_key(self, evaluation: Evaluation, method: Optional[Method], example: Example) -> str:
-        return row_key(self.weights, self.dtype, self.dataset, self.split, evaluation.key,
-                       SHARED if method is None else method.key, example.id, example_tag(example))
+    def has_floor(self, evaluation: Evaluation) -> bool:
+        return evaluation.key in self.floors
 
-    def rows(self) -> list[tuple[Evaluation, Optional[Method], Example, str]]:
-        """Every scoring row of the suite: (evaluation, method or None for the shared row, example, key)."""
+    def row_key(self, evaluation: Evaluation, method: Optional[Method | str], example: Example) -> str:
+        """The key of a row: ``method`` a Method, None for the shared row, or a floor key (:func:`method_key`)."""
+        return row_key(self.weights, self.dtype, self.dataset, self.split, evaluation.key, method_key(method),
+                       example.id, example_tag(example))
+
+    def cells(self, evaluation: Evaluation, methods: Sequence[Method]) -> list[Optional[Method | str]]:
+        """An evaluation's rows per example: the shared one (None), its floor's (its key) and each method's."""
+        return [None, *([evaluation.floor_key] if self.has_floor(evaluation) else []), *methods]
+
+    def rows(self) -> list[tuple[Evaluation, Optional[Method | str], Example, str]]:
+        """Every scoring row of the suite: (evaluation, method (None for the shared row, the floor's key for the
+        floor's), example, key)."""
         return [(evaluation, method, example, self.row_key(evaluation, method, example))
                 for evaluation, methods in self.scoring for example in self.sample_for(evaluation)
-                for method in [None, *methods]]
+                for method in self.cells(evaluation, methods)]
 
     def rows_per_example(self) -> list[int]:
         """How many scoring rows each example has, in sampling order (an evaluation's sample is a prefix)."""
         counts = [0] * len(self.examples)
         for evaluation, methods in self.scoring:
             for k in range(len(self.sample_for(evaluation))):
-                counts[k] += 1 + len(methods)
+                counts[k] += len(self.cells(evaluation, methods))
         return counts
 
     def analysis_key(self, evaluation: Evaluation) -> str:
@@ -193,12 +207,19 @@ class SuitePlan:
         return next(m for _, methods in self.scoring for m in methods if m.key == key)
 
 
+def method_key(method: Optional[Method | str]) -> str:
+    """The method part of a row's key: SHARED for None, a floor's key as it is, else the method's key."""
+    return SHARED if method is None else method if isinstance(method, str) else method.key
+
+
 def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> SuitePlan:
     """A suite made concrete in a run context, every pairing, parameter and target checked before any work."""
     adapter = context.adapter(suite.model)
     evaluations = configured(EVALS, suite.evals, suite.eval_params, suite.shared_params)
+    # a leaderboard's floor replaces the one-draw random method: "all" leaves it out (named, it stays)
+    exclude = (*suite.exclude_methods, *(("random",) if suite.baseline else ()))
     methods, named = select_methods(adapter, list(suite.methods) if not isinstance(suite.methods, str)
-                                    else suite.methods, suite.method_params, suite.exclude_methods,
+                                    else suite.methods, suite.method_params, exclude,
                                     lambda name: context.method(name, {}))
     examples, notes = context.examples(adapter, suite.dataset, suite.split, suite.dataset_params)
     passed_over: list[str] = []
@@ -208,21 +229,24 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
         by_id = {e.id: e for e in examples}
         chosen = [by_id[i] for i in suite.example_ids]
     check_targets(adapter, chosen, methods)
+    evaluations = [e.resolve(adapter, suite.dataset, chosen) for e in evaluations]  # an "auto" fixed before any key
     plans = assign_methods(adapter, evaluations, methods, named, suite.dataset)
-    scoring, analyses = [], []
+    scoring, analyses, floors = [], [], set()
     for evaluation, given in plans:
         evaluation.check_examples(adapter, chosen)
         if not evaluation.needs_methods:
             analyses.append(evaluation)
             continue
-        if suite.baseline and evaluation.family == "faithfulness" and "random" not in {m.name for m in given} \
+        if suite.baseline and evaluation.has_floor:
+            floors.add(evaluation.key)
+        elif suite.baseline and evaluation.family == "faithfulness" and "random" not in {m.name for m in given} \
                 and "random" not in suite.exclude_methods:
-            given = [*given, context.method("random", {})]
+            given = [*given, context.method("random", {})]  # a faithfulness table without a floor of its own
         scoring.append((evaluation, given))
     notes = {**notes, "dataset_size": len(examples), **({"skipped_same_contrast": passed_over} if passed_over else {})}
     return SuitePlan(index, suite, adapter.name, adapter.weights_sha256, str(adapter.dtype).replace("torch.", ""),
                      suite.dataset, suite.split, notes, chosen, scoring, analyses, seed,
-                     min(examples, key=lambda e: len(e.text), default=None))
+                     min(examples, key=lambda e: len(e.text), default=None), frozenset(floors))
 
 
 @dataclass
@@ -253,7 +277,7 @@ def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int, only: Optiona
     todo: dict[str, list] = {}
     for evaluation, method, example, key in plan.rows():
         if key not in done and (only is None or example.id in only):
-            todo.setdefault(example.id, []).append((evaluation.key, SHARED if method is None else method.key, key))
+            todo.setdefault(example.id, []).append((evaluation.key, method_key(method), key))
     order = [e.id for e in plan.examples if e.id in todo]
     for start in range(0, len(order), shard_size):
         jobs.append(Job(plan.index, {i: todo[i] for i in order[start:start + shard_size]}))
@@ -281,17 +305,19 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
               Counter(batcher.lengths_sent))
     work, meta = {}, {}
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
-    for example_id, (eval_key, method_key, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
-                                                          disable=not progress, leave=False):
+    for example_id, (eval_key, cell, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
+                                                  disable=not progress, leave=False):
         evaluation, example = plan.evaluation(eval_key), by_id[example_id]
         item = eval_context.work(adapter, example)
-        if method_key == SHARED:
+        if cell == SHARED:
             work[key] = evaluation.shared(item)
+        elif plan.has_floor(evaluation) and cell == evaluation.floor_key:
+            work[key] = evaluation.floor(item)
         elif evaluation.per_example:
-            work[key] = evaluation.score(item, item.attribution(plan.method(method_key)))
+            work[key] = evaluation.score(item, item.attribution(plan.method(cell)))
         else:
-            work[key] = evaluation.payload_by_run(item, plan.method(method_key), eval_context)
-        meta[key] = (eval_key, method_key, example_id)
+            work[key] = evaluation.payload_by_run(item, plan.method(cell), eval_context)
+        meta[key] = (eval_key, cell, example_id)
     done = context.batcher.run(work)
     rows = [{"key": key, "suite": plan.name, "eval": meta[key][0], "method": meta[key][1], "example": meta[key][2],
              "payload": done[key]} for key in work]
