@@ -121,15 +121,15 @@ def cmd_models(args) -> None:
 
 
 def cmd_methods(args) -> None:
-    rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete,
+    rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete, "axiom": m.axiom,
              "description": m.description, "reference": m.reference, "params": m.get_params()} for m in METHODS.all()]
     if args.json:
         print(json.dumps(rows, indent=1))
         return
     name_width, family_width = (max(len(row[key]) for row in rows) for key in ("name", "family"))
     for row in rows:
-        mark = "complete" if row["complete"] else ""
-        print(f"{row['name']:<{name_width}} {row['family']:<{family_width}} {mark:<8} {row['description']}")
+        mark = "complete" if row["complete"] else row["axiom"] or ""
+        print(f"{row['name']:<{name_width}} {row['family']:<{family_width}} {mark:<12} {row['description']}")
 
 
 def cmd_evals(args) -> None:
@@ -415,7 +415,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--method", default="", help="comma-separated, or 'all' (analyses take none)")
     p.add_argument("--eval", required=True, help="comma-separated evaluation names (see `attrbench evals`)")
     p.add_argument("--dataset", required=True, help="a registered dataset (see `attrbench datasets`) or a .jsonl, "
-                                                    ".csv or .tsv file of your own (README: Your own data)")
+                                                    ".csv or .tsv file of your own (docs/own-data.md)")
     p.add_argument("--split", help="sst2: dev (default), test (predicted class) or train; sva-linzen on the "
                                   "probe: test (default), val or train")
     p.add_argument("--n", type=int, default=500, help="sample size (default 500; all if larger than the data)")

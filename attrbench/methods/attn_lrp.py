@@ -15,6 +15,14 @@ unmodified model for the duration of one call, and every forward value stays the
 
 The same rules as the reference implementation (lxt 2.1, ``lxt/efficient``), which patches the
 classes of transformers instead.
+
+Conservation (``meta["axiom"]``): the explained logit equals the relevance of the word embeddings plus what
+the sinks take, each measured in the same backward pass as input × gradient: the other embeddings
+(positions, token types), every bias, and each softmax's leak (the paper's softmax rule is not
+conservative: the attention weights hold half the relevance of ``A V``, of which only part reaches the
+queries and keys). The residual |words + sinks − logit| / |logit| is float rounding (tolerance
+``attrbench.plugin.default_tolerance``); ``input_share`` = words / logit is how much of the logit reaches
+the tokens, and ``sinks`` what each sink took.
 """
 from __future__ import annotations
 
@@ -26,7 +34,9 @@ from torch import nn
 from attrbench.plugin import (
     Activation,
     GradientMethod,
-    captum_attr,
+    axiom_check,
+    default_tolerance,
+    forward_hooks,
     head_steps,
     no_readout_reason,
     norm_spec,
@@ -102,8 +112,20 @@ def attn_lrp_rules(adapter):
             handle.remove()
 
 
+def _keep(store: list, columns=slice(None), which: int | None = None):
+    """A forward hook that keeps (a column slice of) a module's output, or of its ``which``-th output."""
+    def hook(module, args, out):
+        store.append(((out if which is None else out[which]), columns))
+    return hook
+
+
+def _parent(model: nn.Module, child: nn.Module) -> nn.Module:
+    return next(m for m in model.modules() if any(c is child for c in m.children()))
+
+
 class AttnLRP(GradientMethod):
     name, family = "attn_lrp", "lrp"
+    axiom = "conservation"
     description = "LRP with AttnLRP's rules for norms, activations, attention products and softmax (signed)"
     reference = "Achtibat et al. 2024, 'AttnLRP: Attention-Aware Layer-Wise Relevance Propagation for Transformers'"
 
@@ -117,10 +139,38 @@ class AttnLRP(GradientMethod):
         return None
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
-        with attn_lrp_rules(adapter):
-            relevance = captum_attr().LayerGradientXActivation(forward, layer).attribute(
-                input_ids, additional_forward_args=(attention_mask,))
-        return relevance[0].detach().sum(-1).double().cpu().numpy(), {}
+        """Input × modified gradient at the word embeddings, with every sink's share from the same pass."""
+        model = adapter.model
+        words, others, queries_keys, weights = [], [], [], []
+        hooks = [(layer, _keep(words))] + [(m, _keep(others)) for m in model.modules()
+                                            if isinstance(m, nn.Embedding) and m is not layer]
+        for spec in adapter.layers:  # registered before the rules' hooks: they see the projections' own outputs
+            hooks += [(spec.query_module, _keep(queries_keys, spec.query_columns)),
+                      (spec.key_module, _keep(queries_keys, spec.key_columns)),
+                      (_parent(model, spec.query_module), _keep(weights, which=1))]  # eager: (output, weights)
+        biases = [(p, slice(None)) for name, p in model.named_parameters() if name.endswith("bias") and p.requires_grad]
+        with forward_hooks(hooks), attn_lrp_rules(adapter):
+            logit = forward(input_ids, attention_mask)[0]
+        groups = {"words": words, "others": others, "queries_keys": queries_keys, "weights": weights, "biases": biases}
+        kept = [t for group in groups.values() for t, _ in group]
+        grads = iter(torch.autograd.grad(logit, kept, allow_unused=True))
+        products = {name: [] for name in groups}  # input × gradient of each kept tensor
+        for name, group in groups.items():
+            for tensor, columns in group:
+                grad = next(grads)
+                if grad is not None:
+                    products[name].append((tensor[..., columns] * grad[..., columns]).detach().double())
+
+        def total(name: str) -> float:
+            return sum(float(p.sum()) for p in products[name])
+
+        sinks = {"other_embeddings": total("others"), "biases": total("biases"),
+                 "softmax": total("weights") / 2 - total("queries_keys")}
+        scores = products["words"][0][0].sum(-1).cpu().numpy()
+        explained = float(logit.detach())
+        axiom = axiom_check("conservation", scores.sum() + sum(sinks.values()), explained, default_tolerance(adapter),
+                            sinks=sinks, input_share=float(scores.sum()) / max(abs(explained), 1e-12))
+        return scores, {"axiom": axiom}
 
 
 register(AttnLRP)

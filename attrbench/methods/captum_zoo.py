@@ -9,8 +9,9 @@ Gradient methods give one value per embedding dimension, summed into a token's s
 - Saliency: ``|∂F/∂e|`` (Simonyan et al. 2014), so a token's score is the L1 norm of its gradient.
 - DeepLift (Shrikumar et al. 2017): captum's rescale rule at the nn.Module nonlinearities it knows
   (ReLU, Tanh, Sigmoid, Softmax modules). Transformers' GELU/SiLU activations and functional softmax
-  pass plain gradients, so on most layers it reduces to ``(e - e') · ∂F/∂e``. Its summation-to-delta
-  gap is recorded.
+  pass plain gradients, so on most layers it reduces to ``(e - e') · ∂F/∂e``. DeepLIFT's rules conserve
+  the score difference exactly (summation-to-delta, sum of scores = F(x) - F(x')); the recorded gap
+  (``meta["axiom"]``, "conservation") shows how far the plain-gradient layers take it from that.
 - GradientShap (Lundberg & Lee 2017): expected gradients from random points between the baseline
   (plus Gaussian noise) and the input.
 - SmoothGrad (Smilkov et al. 2017): NoiseTunnel averaging Integrated Gradients over noisy copies of
@@ -21,9 +22,19 @@ baseline's together), so a token's score is its feature's value:
 - Occlusion with a sliding ``window`` of tokens (Zeiler & Fergus 2014);
 - FeatureAblation;
 - Lime (Ribeiro et al. 2016; captum's Lasso surrogate);
-- KernelShap (Lundberg & Lee 2017); a one-token text gets its exact value F(x) - F(x');
-- ShapleyValueSampling (Castro et al. 2009; ``n_samples`` random permutations; the scores sum to
-  F(x) - F(x') up to captum's float32 accumulation).
+- KernelShap (Lundberg & Lee 2017); a one-token text gets its exact value F(x) - F(x'). Shapley values
+  meet efficiency, sum = F(x) - F(x'); captum's regression enforces it softly (the all-in and all-out
+  coalitions weigh 1e6 against 1 for a sampled one), so the sum is close, not exact;
+- ShapleyValueSampling (Castro et al. 2009; ``n_samples`` random permutations). Each permutation's
+  marginal contributions telescope to F(x) - F(x'), so the sampled values meet efficiency exactly, up to
+  float rounding, whatever the number of permutations: the sampling error is in how the total is shared
+  out, not in the total.
+
+The methods with an identity (``axiom``: DeepLift, KernelShap, ShapleyValueSampling) record in every result
+its residual |sum of scores - (F(x) - F(x'))| / |F(x) - F(x')| (``meta["axiom"]``), with F at the input and
+the baseline from one extra forward pass of two rows. The tolerance is float rounding for the exact
+identities (DeepLift: ``attrbench.plugin.default_tolerance``, 1e-4 in float32; ShapleyValueSampling: 1e-4 in
+any dtype, as captum sums its marginal contributions in float32), 1e-3 for KernelShap's soft constraint.
 
 Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch, and
 on any device: every draw is made on the CPU (captum's NoiseTunnel, behind SmoothGrad and GradientShap's noise,
@@ -37,7 +48,17 @@ from contextlib import contextmanager
 import numpy as np
 import torch
 
-from attrbench.plugin import BASELINE_PARAM, GradientMethod, InputError, Param, baseline_ids, captum_attr, register
+from attrbench.plugin import (
+    BASELINE_PARAM,
+    GradientMethod,
+    InputError,
+    Param,
+    axiom_check,
+    baseline_ids,
+    captum_attr,
+    default_tolerance,
+    register,
+)
 
 SEED = Param(0, "seed of the random draws (per text)", minimum=0)
 BATCH = Param(32, "perturbed copies per forward pass (bounds memory)", minimum=1)
@@ -79,9 +100,10 @@ class CaptumMethod(GradientMethod):
     """One captum algorithm on the word embeddings; ``call`` runs it and returns (attributions, extra meta)."""
 
     def __init__(self, name: str, family: str, description: str, reference: str, params: dict, call,
-                 per_token: str):
+                 per_token: str, axiom=None):
         self.name, self.family, self.description, self.reference = name, family, description, reference
         self.params, self.call, self.per_token = params, call, per_token
+        self.axiom, self.axiom_tolerance = axiom if axiom is not None else (None, None)
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         values = self.get_params()
@@ -100,8 +122,13 @@ class CaptumMethod(GradientMethod):
         finally:
             np.random.set_state(numpy_state)
         attributions = attributions[0].detach().double()
-        scores = attributions.sum(-1) if self.per_token == "sum" else attributions.mean(-1)
-        return scores.cpu().numpy(), meta
+        scores = (attributions.sum(-1) if self.per_token == "sum" else attributions.mean(-1)).cpu().numpy()
+        if self.axiom is not None:
+            with torch.no_grad():
+                ends = forward(torch.cat([baselines, embeds.detach()]), attention_mask).double()
+            tolerance = self.axiom_tolerance(adapter) if callable(self.axiom_tolerance) else self.axiom_tolerance
+            meta["axiom"] = axiom_check(self.axiom, scores.sum(), float(ends[1] - ends[0]), tolerance)
+        return scores, meta
 
 
 def _delta(delta) -> dict:
@@ -176,14 +203,15 @@ def _kernel_shap(forward, embeds, baselines, tokens, args, values, adapter):
     return _sampled("KernelShap")(forward, embeds, baselines, tokens, args, values, adapter)
 
 
-def _register(name, family, description, reference, call, per_token="sum", **params):
-    register(CaptumMethod(name, family, description, reference, params, call, per_token))
+def _register(name, family, description, reference, call, per_token="sum", axiom=None, **params):
+    """``axiom``: (the identity the scores meet, its tolerance: a number or a function of the adapter)."""
+    register(CaptumMethod(name, family, description, reference, params, call, per_token, axiom))
 
 
 _register("saliency", "gradient", "|gradient| at the word embeddings, summed per token (captum Saliency)",
           "Simonyan et al. 2014", _saliency)
 _register("deeplift", "gradient", "DeepLift rescale rule against the baseline text (captum DeepLift)",
-          "Shrikumar et al. 2017", _deeplift, baseline=BASELINE_PARAM)
+          "Shrikumar et al. 2017", _deeplift, axiom=("conservation", default_tolerance), baseline=BASELINE_PARAM)
 _register("gradient_shap", "gradient", "expected gradients between noisy baselines and the input (captum)",
           "Lundberg & Lee 2017", _gradient_shap, baseline=BASELINE_PARAM,
           n_samples=Param(20, "random points on the baseline-input paths", minimum=1),
@@ -204,8 +232,9 @@ _register("lime", "perturbation", "Lasso surrogate fitted to random token ablati
           n_samples=Param(200, "random ablations the surrogate is fitted to", minimum=1), batch_size=BATCH,
           seed=SEED)
 _register("kernel_shap", "perturbation", "Shapley values by weighted linear regression (captum KernelShap)",
-          "Lundberg & Lee 2017", _kernel_shap, per_token="mean", baseline=BASELINE_PARAM,
+          "Lundberg & Lee 2017", _kernel_shap, per_token="mean", axiom=("efficiency", 1e-3), baseline=BASELINE_PARAM,
           n_samples=Param(200, "random coalitions", minimum=1), batch_size=BATCH, seed=SEED)
 _register("shapley_sampling", "perturbation", "Shapley values from random token permutations (captum)",
-          "Castro et al. 2009", _shapley_sampling, per_token="mean", baseline=BASELINE_PARAM,
+          "Castro et al. 2009", _shapley_sampling, per_token="mean", axiom=("efficiency", 1e-4),
+          baseline=BASELINE_PARAM,
           n_samples=Param(25, "random permutations", minimum=1), batch_size=BATCH, seed=SEED)

@@ -1,36 +1,84 @@
-"""Integrated Gradients (Sundararajan et al. 2017) at the word-embedding output.
+"""Integrated Gradients (Sundararajan et al. 2017) at the word-embedding output, refined until complete.
 
-``IG_j = sum_d (e_j - e'_j)_d ∫_0^1 ∂ logit(e' + a (e - e')) / ∂ e_{j,d} da`` with captum
-``LayerIntegratedGradients`` (Gauss-Legendre, ``n_steps``), summed over dimensions. The baseline
-``e'`` embeds the text with every non-special token replaced by ``baseline`` (default: the pad
-token; special tokens as in ``attrbench.ops.tokens``). captum's convergence delta δ (sum of attributions
-minus the score difference F(x) − F(x')) is reported, and ``relative_delta`` = |δ| / |F(x) − F(x')|,
-the share of the explained score that the quadrature leaves unaccounted for. On SmolLM2 with the
-pad baseline it stays near or above 1 even at 200 steps (the integrand is not smooth along the
-path); read its integrated gradients with that in mind.
+``IG_j = sum_d (e_j - e'_j)_d ∫_0^1 ∂F(e' + a (e - e')) / ∂e_{j,d} da``, summed over dimensions. The baseline
+``e'`` embeds the text with every non-special token replaced by ``baseline`` (default: the pad token; special
+tokens as in ``attrbench.ops.tokens``). Completeness, ``sum_j IG_j = F(e) - F(e')``, holds for the integral;
+a quadrature meets it only as far as it resolves ``a -> ∂F/∂a`` (Sundararajan et al.: check the gap is within
+a few percent and raise the steps until it is).
+
+A fixed rule does not get there on every model. On SmolLM2-135M (20 sva-linzen contrasts, pad baseline)
+50 Gauss-Legendre steps leave a median gap of 2.8 times F(e) - F(e'), and 200 steps 0.97; 2 to 4 of 20
+examples are within 5 % at 16, 50 or 200 steps, with the unk baseline as with pad. The score along the
+straight path is smooth but steep and oscillating: its total variation is 2.5 to 136 times |F(e) - F(e')|
+(6 examples), the same in float64 (to 3e-4) and with a BOS token prepended. Interpolated embeddings never
+come near zero norm with a token baseline (their mean square stays above 0.27 times the token's, 680 times
+RMSNorm's eps);
+with a zero baseline they do, the score jumps at a -> 0, and more steps make the gap larger (median 5.3 at
+200 steps). So the path is cut adaptively (global adaptive quadrature, e.g. Gander & Gautschi 2000): each
+segment ``[a, b]`` is one captum ``IntegratedGradients`` call from ``e_a`` to ``e_b`` with ``n_steps``
+Gauss-Legendre nodes, whose own gap ``δ_s = sum IG_s - (F(e_b) - F(e_a))`` is exact (captum's convergence
+delta on that segment). The segment with the largest |δ_s| is halved, again and again, until ``sum_s |δ_s|
+<= tolerance · |F(e) - F(e')|`` or ``max_steps`` gradient evaluations are spent. The segments' attributions
+add up to the composite rule over the whole path. On SmolLM2 all 20 examples meet 5 % with 50 to 1350
+evaluations (mean 775); a model on which one segment is enough (MiniLM SST-2: gap ~2e-5) pays the fixed
+rule's cost.
+
+Every result records ``n_steps`` (gradient evaluations used, discarded coarser segments included),
+``segments``, ``relative_delta`` = |sum IG - (F(e) - F(e'))| / |F(e) - F(e')| (the completeness residual,
+also ``meta["axiom"]``), ``segment_delta`` = sum_s |δ_s| / |F(e) - F(e')| (the bound refined on) and
+``converged`` (whether that bound met ``tolerance`` within ``max_steps``).
 """
+import torch
 
-from attrbench.plugin import BASELINE_PARAM, GradientMethod, Param, baseline_ids, captum_attr, register
+from attrbench.plugin import BASELINE_PARAM, GradientMethod, Param, axiom_check, baseline_ids, captum_attr, register
 
 
 class IntegratedGradients(GradientMethod):
     name, description = "integrated_gradients", "Integrated Gradients at the word-embedding output (captum)"
     reference = "Sundararajan et al. 2017"
+    axiom = "completeness"
 
-    params = {"n_steps": Param(50, "Gauss-Legendre steps", minimum=1),
+    params = {"n_steps": Param(50, "Gauss-Legendre steps per path segment", minimum=1),
+              "tolerance": Param(0.05, "relative completeness gap the path is refined to", minimum=0.0),
+              "max_steps": Param(1600, "most gradient evaluations per text (it stops there, unconverged)", minimum=1),
               "baseline": BASELINE_PARAM}
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         values = self.get_params()
-        baselines = baseline_ids(adapter, input_ids, values["baseline"])
-        attributions, delta = captum_attr().LayerIntegratedGradients(forward, layer).attribute(
-            input_ids, baselines=baselines, additional_forward_args=(attention_mask,), n_steps=values["n_steps"],
-            method="gausslegendre", return_convergence_delta=True)
-        scores = attributions[0].detach().sum(-1).double().cpu().numpy()
-        explained = float(scores.sum() - delta.double().sum())  # F(x) - F(x'), by captum's definition of delta
-        return (scores, {"convergence_delta": float(delta.abs().max()), "n_steps": values["n_steps"],
-                         "relative_delta": float(abs(delta.double().sum()) / max(abs(explained), 1e-12)),
-                         "baseline": values["baseline"]})
+        steps, cap = values["n_steps"], values["max_steps"]
+        end = layer(input_ids).detach()
+        start = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach()
+        with torch.no_grad():
+            scores_at_ends = forward(torch.cat([start, end]), attention_mask).double()
+        explained = float(scores_at_ends[1] - scores_at_ends[0])  # F(e) - F(e')
+        target = values["tolerance"] * abs(explained)
+        engine = captum_attr().IntegratedGradients(forward)
+
+        def point(a: float) -> torch.Tensor:  # e' + a (e - e'), exactly e' at 0 and e at 1
+            return start * (1 - a) + end * a
+
+        def segment(lo: float, hi: float) -> tuple[torch.Tensor, float]:
+            attributions, delta = engine.attribute(point(hi), baselines=point(lo), additional_forward_args=(
+                attention_mask,), n_steps=steps, method="gausslegendre", return_convergence_delta=True)
+            return attributions[0].detach().double().sum(-1), float(delta.double().sum())
+
+        segments = {(0.0, 1.0): segment(0.0, 1.0)}
+        used = steps
+        while sum(abs(d) for _, d in segments.values()) > target and used + 2 * steps <= cap:
+            lo, hi = max(segments, key=lambda s: abs(segments[s][1]))  # the segment with the largest gap
+            del segments[(lo, hi)]
+            mid = (lo + hi) / 2
+            segments[(lo, mid)], segments[(mid, hi)] = segment(lo, mid), segment(mid, hi)
+            used += 2 * steps
+        scores = sum(a for a, _ in segments.values()).cpu().numpy()
+        gap = abs(float(scores.sum()) - explained)
+        bound = sum(abs(d) for _, d in segments.values())
+        return scores, {"n_steps": used, "segments": len(segments), "convergence_delta": gap,
+                        "relative_delta": gap / max(abs(explained), 1e-12),
+                        "segment_delta": bound / max(abs(explained), 1e-12), "converged": bool(bound <= target),
+                        "baseline": values["baseline"],
+                        "axiom": axiom_check("completeness", scores.sum(), explained, values["tolerance"],
+                                             steps=used)}
 
 
 register(IntegratedGradients)

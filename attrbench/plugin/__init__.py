@@ -32,6 +32,7 @@ from ..models.adapter import forward_hooks
 from ..models.architectures import norm_spec
 from ..models.heads import Activation, head_steps, no_readout_reason
 from ..ops.aggregate import rollout, row_normalise, with_identity
+from ..ops.floors import expected_spearman, stratum_mean, subsets_of_size
 from ..ops.hashing import file_sha256
 from ..ops.maxflow import max_flows
 from ..ops.measure import timed
@@ -53,15 +54,26 @@ from ..ops.tokens import non_special, ranked, special_mask, word_tokens
 from ..params import Configurable, Param, params_key
 from ..registry import DATASETS, EVALS, METHODS, Registry, register
 from .conformance import check_method
-from .evaluation import Analysis, EvalContext, Evaluation, ExampleWork, Workspace, decompositions
+from .evaluation import (
+                         FLOOR_DRAWS,
+                         FLOOR_METHOD,
+                         Analysis,
+                         EvalContext,
+                         Evaluation,
+                         ExampleWork,
+                         Workspace,
+                         decompositions,
+)
 from .gradient import BASELINE_PARAM, BASELINES, GradientMethod, baseline_ids, captum_attr
 from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, ScopeMap
+from .method import AXIOMS, axiom_check
 
 __all__ = [
     # plugin kinds and their declarations
     "Method", "MethodResult", "ScopeMap", "Rollout", "GradientMethod", "Evaluation", "Analysis", "EvalContext",
     "Workspace", "ExampleWork", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM",
-    "FF_PARAMS",
+    "FF_PARAMS", "FLOOR_DRAWS", "FLOOR_METHOD",
+    "AXIOMS", "axiom_check",
     "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method",
     # registries
     "METHODS", "EVALS", "DATASETS", "Registry", "register",
@@ -77,7 +89,8 @@ __all__ = [
     "rollout", "row_normalise", "with_identity", "max_flows", "safe_divide", "timed", "file_sha256",
     "Perturbations", "Forward",
     "MaskedEmbeddings", "answer", "Readout", "OPERATORS", "UNITS", "ceil_count",
-    "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "Target", "ResolvedTarget",
+    "target_probabilities", "RANKS", "spearman", "map_change", "mean_of_defined", "expected_spearman",
+    "subsets_of_size", "stratum_mean", "Target", "ResolvedTarget",
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",
     # data
     "read_sst2", "read_sva", "SST2_FILES", "SVA_FILES", "agreement_examples", "contrast_reading", "model_task",

@@ -3,10 +3,9 @@
 ``check_method(method, adapter)`` runs the method on a few texts and raises ``AssertionError``
 naming the broken property: declared parameters (JSON values, recorded in every result, and a copy
 ``with_params(**get_params())`` that computes the same), result shapes, finiteness, completeness
-(for methods that claim it), batch = one-by-one, determinism, and no attribution to future tokens
-in causal models. The test
-suite runs it over every registered method and every tiny model the method supports, so a plugin
-is tested the moment it registers.
+(for methods that claim it), the record of a declared axiom, batch = one-by-one, determinism, and no
+attribution to future tokens in causal models. The test suite runs it over every registered method and
+every tiny model the method supports, so a plugin is tested the moment it registers.
 """
 from __future__ import annotations
 
@@ -44,6 +43,10 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
         if method.complete:
             assert result.residual is not None and result.residual <= tol, \
                 f"{name}: completeness residual {result.residual} above {tol}"
+        if method.axiom is not None:
+            axiom = result.meta["axiom"]  # the call checked that it is there, named as declared
+            assert {"residual", "tolerance", "passes"} <= set(axiom) and np.isfinite(axiom["residual"]) \
+                and axiom["passes"] == (axiom["residual"] <= axiom["tolerance"]), f"{name}: malformed axiom {axiom}"
         if adapter.causal and method.output == "maps":
             future = np.triu(np.ones((n, n), dtype=bool), 1)
             assert not result.values[:, future].any(), f"{name}: attribution to future tokens in a causal model"
@@ -56,4 +59,5 @@ def check_method(method: Method, adapter: TransformerAdapter, texts: Sequence[st
     assert all(np.array_equal(a.values, b.values) for a, b in zip(batched, again)), \
         f"{name}: not deterministic (or a copy with the same parameters computes something else)"
     checks = ["metadata", "params", "shapes", "finite", "batch_invariance", "determinism"]
-    return checks + (["completeness"] if method.complete else []) + (["causal"] if adapter.causal else [])
+    return checks + (["completeness"] if method.complete else []) + ([method.axiom] if method.axiom else []) + (
+        ["causal"] if adapter.causal else [])

@@ -6,6 +6,16 @@ each method declares them (``params``) and ``method.with_params(...)`` gives a c
 in scikit-learn; every result records them. ``output`` says what ``values`` holds: ``"maps"``
 (layers, n, n) token-to-token maps, or ``"scores"`` (n,) input attributions for the target.
 ``supports(adapter)`` says why a method cannot run on a model (``None`` when it can).
+
+A method whose output must meet an identity declares it (``axiom``, one of :data:`AXIOMS`) and records, in
+every result, ``meta["axiom"]`` = :func:`axiom_check` of that identity on that attribution; a call checks
+that it did. The identities (Sundararajan et al. 2017; Lundberg & Lee 2017; Bach et al. 2015; Shrikumar
+et al. 2017):
+
+- ``completeness``: the attributions sum to F(x) − F(x') along a path from the baseline x' (IG);
+- ``efficiency``: Shapley values sum to F(x) − F(x'), the value of all players less that of none;
+- ``conservation``: the relevance at the input, plus what named sinks (biases, other embeddings, a
+  non-conservative rule) absorb, sums to the explained output (LRP, DeepLIFT's summation-to-delta).
 """
 from __future__ import annotations
 
@@ -21,6 +31,21 @@ from ..models import TransformerAdapter
 from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.targets import ResolvedTarget, Target, resolve_text
 from ..params import Configurable, Param
+
+AXIOMS = ("completeness", "efficiency", "conservation")
+TINY = 1e-12  # the smallest |expected total| a relative residual divides by
+
+
+def axiom_check(name: str, attributed: float, expected: float, tolerance: float, **detail) -> dict:
+    """The record of one attribution against its method's identity ``name``: ``residual`` = |attributed −
+    expected| / max(|expected|, TINY), the share of the explained total the attribution leaves unaccounted for,
+    and ``passes`` = residual <= tolerance. ``detail``: how the totals were made (sinks, steps, ...)."""
+    if name not in AXIOMS:
+        raise ValueError(f"unknown axiom '{name}'; known: {', '.join(AXIOMS)}")
+    residual = abs(float(attributed) - float(expected)) / max(abs(float(expected)), TINY)
+    return {"name": name, "residual": residual, "tolerance": float(tolerance), "passes": bool(residual <= tolerance),
+            "attributed": float(attributed), "expected": float(expected), **detail}
+
 
 VALUE_BIAS_PARAM = Param("token", "where the value bias b_V goes: each token's part (token) or the bias term (bias)",
                          choices=VALUE_BIAS)
@@ -45,13 +70,15 @@ class MethodResult:
 
 
 class Method(Configurable):
-    """Base class. Subclasses set ``family``, ``description``, ``output``, ``complete``, ``reference``, ``params``."""
+    """Base class. Subclasses set ``family``, ``description``, ``output``, ``complete``, ``reference``, ``params``,
+    and ``axiom`` where their output must meet one."""
 
     kind = "method"
     family: str = ""
     description: str = ""
     output: str = "maps"
     complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
+    axiom: Optional[str] = None  # the identity of AXIOMS its output meets; each result's meta["axiom"] says how well
     reference: str = ""
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
@@ -88,6 +115,10 @@ class Method(Configurable):
             if not np.isfinite(result.values).all():
                 raise MethodError(f"method '{self.name}' gave non-finite values on '{text[:40]}' in "
                                   f"{adapter.dtype}: try --dtype float64")
+            recorded = result.meta.get("axiom")
+            if self.axiom is not None and (not isinstance(recorded, dict) or recorded.get("name") != self.axiom):
+                raise MethodError(f"method '{self.name}' declares the axiom '{self.axiom}' but its result on "
+                                  f"'{text[:40]}' does not record it (meta['axiom']); it is broken, report it")
             result.meta.update(resolved.meta())
             result.meta["params"] = params
         return results

@@ -130,3 +130,19 @@ def test_bad_input():
 
     with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
         ATTN_LRP(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "tiny-llama"])
+def test_conservation_is_recorded_with_its_sinks(name):
+    adapter = load_model(name, "float64")
+    text, target = _text(adapter), "contrast:are/is"
+    logit, words, others, biases, leaks = _conservation_terms(adapter, text, target)
+    axiom = ATTN_LRP(adapter, text, target=target)[0].meta["axiom"]
+    assert axiom["name"] == "conservation" and axiom["expected"] == pytest.approx(logit, rel=1e-12)
+    recorded = axiom["sinks"]
+    np.testing.assert_allclose([recorded["other_embeddings"], recorded["biases"], recorded["softmax"]],
+                               [others, biases, leaks], rtol=1e-9, atol=1e-12)
+    assert axiom["input_share"] == pytest.approx(words / logit, rel=1e-9)
+    assert axiom["residual"] <= 1e-6 and axiom["passes"]
+    # without the sinks the words alone miss the logit by far more than the tolerance: the record is a real check
+    assert abs(words - logit) / abs(logit) > 100 * axiom["tolerance"]

@@ -4,6 +4,7 @@ from importlib.metadata import EntryPoint
 import numpy as np
 import pytest
 
+from attrbench.errors import MethodError
 from attrbench.models import load_model
 from attrbench.models.tiny import TINY_MODELS
 from attrbench.plugin.conformance import check_method
@@ -49,6 +50,16 @@ def test_conformance_catches_broken_plugins():
     liar = _ClaimsCompleteness("atb", "test", "wrong residual", complete=True, reference="")
     with pytest.raises(AssertionError, match="completeness"):
         check_method(liar, adapter)
+
+
+class _ClaimsAnAxiom(ScopeMap):
+    axiom = "conservation"
+
+
+def test_a_declared_axiom_must_be_recorded():
+    silent = _ClaimsAnAxiom("atb", "test", "records no axiom", complete=False, reference="")
+    with pytest.raises(MethodError, match="declares the axiom 'conservation' but its result on 'dogs run' does not"):
+        silent(ADAPTERS["tiny-bert"], ["dogs run"])
 
 
 def test_entry_point_plugins_are_registered(monkeypatch):

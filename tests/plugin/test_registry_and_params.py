@@ -53,7 +53,7 @@ def test_a_plugin_evaluation_gets_its_table_and_figure(peak_share, tmp_path):
     paths = write_report(tmp_path / "run")
     md, page = paths["leaderboard"].read_text(), paths["html"].read_text()
     assert "## tiny-gpt2 · sva-generated · peak_share" in md
-    assert "| group | method | family | peak_share ↓ | avg rank | n |" in md
+    assert "| group | method | family | peak_share ↓ | n |" in md
     figure = tmp_path / "run" / "figures" / "tiny-gpt2-sva-generated-peak_share.png"
     assert figure.read_bytes()[:4] == b"\x89PNG" and f"(figures/{figure.name})" in md
     assert 'alt="tiny-gpt2 · sva-generated · peak_share" src="data:image/png;base64,' in page
@@ -65,9 +65,9 @@ def test_changing_a_method_parameter_recomputes_exactly_its_rows(tmp_path):
     first = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
                   method_params={"integrated_gradients": {"n_steps": 2}})
     summary = run_leaderboard(first, run_dir, progress=False)
-    assert summary["rows"] == 3 * (1 + 2)  # per example: the shared row and one per method
+    assert summary["rows"] == 3 * (1 + 1 + 2)  # per example: the shared row, the random floor's and one per method
     ig_first = next(r for r in collect(run_dir)[0] if r["method"] == "integrated_gradients")
-    assert ig_first["method_params"] == {"n_steps": 2, "baseline": "pad"}
+    assert ig_first["method_params"] == {"n_steps": 2, "tolerance": 0.05, "max_steps": 1600, "baseline": "pad"}
 
     second = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],
                    method_params={"integrated_gradients": {"n_steps": 16}})
@@ -78,20 +78,20 @@ def test_changing_a_method_parameter_recomputes_exactly_its_rows(tmp_path):
     assert ig["method_params"]["n_steps"] == 16 and meta["config"]["suite"][0]["method_params"] == {
         "integrated_gradients": {"n_steps": 16}}
     assert ig["values"] != ig_first["values"]  # 2 vs 16 quadrature steps: other scores, other correlations
-    assert len(records) == 2  # the n_steps=2 results stay stored but are not part of this run's report
+    assert len(records) == 3  # two methods and the floor: the n_steps=2 results stay stored, not reported
     assert run_leaderboard(second, run_dir, progress=False)["rows"] == 0
 
 
 def test_an_evaluation_parameter_is_set_per_suite():
     config = suite(methods=["alti"], evals=["faithfulness_corr"], eval_params={"faithfulness_corr": {"rank": "dense"}})
-    [plan] = plan_config(config)
-    assert plan.scoring[0][0].key == "faithfulness_corr(rank=dense,reference_method=auto)"
+    [plan] = plan_config(config)  # tiny-gpt2's contrast targets: the signed reference, fixed in the key
+    assert plan.scoring[0][0].key == "faithfulness_corr(rank=dense,reference_method=auto,reference_sign=signed)"
 
 
 @pytest.mark.parametrize("entry,message", [
     (dict(method_params={"integrated_gradients": {"steps": 4}}),
      "'suite[0].method_params.integrated_gradients': method 'integrated_gradients' has no parameter 'steps'; "
-     "its parameters: n_steps, baseline"),
+     "its parameters: n_steps, tolerance, max_steps, baseline"),
     (dict(method_params={"integrated_gradients": {"n_steps": 0}}), "'n_steps' is 0; it must be at least 1"),
     (dict(method_params={"integrated_gradients": {"n_steps": "8"}}), "'n_steps' must be int, not '8'"),
     (dict(method_params={"grad_l2": {}}), "'grad_l2' is not in this suite"),
@@ -106,12 +106,48 @@ def test_bad_parameters_in_a_config_name_the_key(entry, message):
 def test_params_are_declared_checked_and_keep_the_original():
     ig = METHODS.get("integrated_gradients")
     tuned = ig.with_params(n_steps=8)
-    assert tuned.get_params() == {"n_steps": 8, "baseline": "pad"} and ig.get_params()["n_steps"] == 50
-    assert tuned.key == "integrated_gradients(baseline=pad,n_steps=8)"
+    assert tuned.get_params() == {"n_steps": 8, "tolerance": 0.05, "max_steps": 1600, "baseline": "pad"}
+    assert ig.get_params()["n_steps"] == 50
+    assert tuned.key == "integrated_gradients(baseline=pad,max_steps=1600,n_steps=8,tolerance=0.05)"
     assert METHODS.get("attn_rollout").get_params() == {}  # attention weights: no value bias to place
     assert set(METHODS.get("ff_rollout").params) == {"value_bias", "ff_attribution", "shapley_samples"}
     with pytest.raises(InputError, match="'baseline' is 'zeros'; allowed: pad, mask, unk, eos"):
         ig.with_params(baseline="zeros")
+
+
+# The keys of these plugins with default parameters before blank_out had ``signed`` and faithfulness_corr had
+# ``reference_sign``: the published stores' rows are keyed by them.
+STORED_KEYS = {"blank_out": "blank_out(batch_size=64,blank_token=None)",
+               "faithfulness_corr": "faithfulness_corr(rank=scipy,reference_method=auto)"}
+
+
+def test_a_legacy_value_leaves_a_new_parameter_out_of_the_key():
+    from attrbench.params import Configurable, Param, params_key
+
+    class Plugin(Configurable):
+        name = "p"
+        params = {"steps": Param(4, "steps"), "late": Param(False, "added later", legacy=False),
+                  "none_before": Param("x", "added later, rows had None", kind=(str, type(None)), legacy=None)}
+
+    plugin = Plugin()
+    assert plugin.key == "p(none_before=x,steps=4)"  # a default need not be the legacy value
+    assert plugin.with_params(none_before=None).key == "p(steps=4)"
+    assert plugin.with_params(late=True, none_before=None).key == "p(late=True,steps=4)"
+    assert plugin.get_params() == {"steps": 4, "late": False, "none_before": "x"}  # results still record it
+    assert params_key("p", {"late": False}) == "p(late=False)"  # without the declarations nothing is left out
+    assert not Param(0, "", legacy=0).is_legacy(False)  # False == 0, but it is not the legacy value
+
+
+def test_stored_keys_are_unchanged_by_the_signed_reference():
+    blank_out, corr = METHODS.get("blank_out"), EVALS.get("faithfulness_corr")
+    assert blank_out.key == blank_out.with_params(signed=False).key == STORED_KEYS["blank_out"]
+    assert blank_out.with_params(signed=True).key == "blank_out(batch_size=64,blank_token=None,signed=True)"
+    assert corr.with_params(reference_sign="unsigned").key == STORED_KEYS["faithfulness_corr"]
+    assert corr.with_params(reference_sign="signed").key == (
+        "faithfulness_corr(rank=scipy,reference_method=auto,reference_sign=signed)")
+    # "auto" is never a stored row's: a suite's plan fixes it; unfixed, it is in the key, never the legacy one
+    assert corr.key == "faithfulness_corr(rank=scipy,reference_method=auto,reference_sign=auto)"
+    assert corr.get_params()["reference_sign"] == "auto" and blank_out.get_params()["signed"] is False
 
 
 class TinyPairs(Dataset):
