@@ -4,15 +4,14 @@ that claim only what the data can show, metric agreement, and sample sizes from 
 Undefined stays undefined: a statistic that does not exist for an input (Spearman of a constant
 vector, a mean of nothing, a CI of one value) is ``None`` with the reason, never a made-up number.
 
-Ranking methods scored on the same examples (Demšar 2006): average ranks per example, Friedman's
-test, and Nemenyi's critical difference, which groups methods whose average ranks are closer than
-it; ordering and grouping both come from the average ranks, so the groups are consistent with the
-order. Before any of that, a table must have enough examples for any difference to be shown at all:
-even a pair of methods that differ in the same direction on every example gets an exact p of
-2/2^n, which must pass the correction over the table's k(k−1)/2 pairs; below that n the table says
-"n too small to rank". Adjacent methods get a paired difference with its t-interval and a Bayesian
-signed-rank test with a region of practical equivalence (Benavoli et al. 2017, ``baycomp``), so
-"equivalent" (probably within the ROPE) and "undecided" are different words.
+The mean-rank view of methods scored on the same examples (Demšar 2006): average ranks per example,
+Friedman's test, and Nemenyi's critical difference, which groups methods whose average ranks are
+closer than it. It is kept for its diagram only: which pairs it joins depends on the other methods in
+the pool (Benavoli et al. 2016), so the verdicts a report states are pairwise
+(``attrbench.ops.verdicts``). Before any verdict, a table must have enough examples for any difference
+to be shown at all: even a pair of methods that differ in the same direction on every example gets an
+exact p of 2/2^n, which must pass the correction over the table's k(k−1)/2 pairs; below that n the
+table says "n too small to rank".
 """
 from __future__ import annotations
 
@@ -32,8 +31,6 @@ RESAMPLES = 2000  # bootstrap resamples of the metric-agreement intervals (a run
 MIN_RESAMPLES = 100
 LEVEL = 0.95  # confidence level of every interval
 ALPHA = 0.05  # family-wise error rate of the comparisons in one table
-ROPE = 0.01  # region of practical equivalence of a difference of means, unless an evaluation declares one
-DECIDED = 0.95  # posterior probability that makes a Bayesian comparison a verdict
 
 
 def summary(values: Sequence[Optional[float]]) -> dict:
@@ -182,38 +179,6 @@ def rank_methods(values: dict[str, Sequence[Optional[float]]], higher_is_better:
     return out
 
 
-def compare_adjacent(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], higher_is_better: bool,
-                     rope: float = ROPE, seed: int = 0, nsamples: Optional[int] = None) -> list[dict]:
-    """Each method against the next in ``order``, on their common examples: the mean difference (better minus
-    next, oriented so that positive favours the better-ranked) with its t-interval, and Benavoli et al.'s
-    Bayesian signed-rank test with a ROPE (``baycomp``): P(better), P(equivalent), P(worse) and a verdict."""
-    import baycomp  # optional heavy import: only when a table's neighbours are compared
-
-    out = []
-    sign = 1.0 if higher_is_better else -1.0
-    for a, b in zip(order, order[1:]):
-        pairs = np.array([(x, y) for x, y in zip(values[a], values[b]) if x is not None and y is not None],
-                         dtype=np.float64).reshape(-1, 2)
-        n = len(pairs)
-        row = {"pair": [a, b], "n": n, "rope": rope}
-        if n < 2:
-            out.append({**row, "verdict": "undecided", "note": f"n = {n}"})
-            continue
-        difference = sign * (pairs[:, 0] - pairs[:, 1])
-        row.update(difference=float(difference.mean()), ci=interval(difference.tolist())["ci"])
-        if not difference.any():
-            out.append({**row, "p_better": 0.0, "p_equivalent": 1.0, "p_worse": 0.0, "verdict": "equivalent"})
-            continue
-        draws = nsamples or int(np.clip(3e8 / (n + 1) ** 2, 300, 5000))
-        better, equivalent, worse = baycomp.SignedRankTest.probs(difference, np.zeros(n), rope=rope, nsamples=draws,
-                                                                 random_state=seed)
-        verdict = ("better" if better >= DECIDED else "equivalent" if equivalent >= DECIDED else
-                   "worse" if worse >= DECIDED else "undecided")
-        out.append({**row, "p_better": float(better), "p_equivalent": float(equivalent), "p_worse": float(worse),
-                    "verdict": verdict, "samples": draws})
-    return out
-
-
 def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]]]], metric_a: str, metric_b: str,
                        resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method rankings by two metrics (each oriented higher = better), with a
@@ -261,5 +226,7 @@ def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             needed = TTestPower().solve_power(effect_size=effect, alpha=level, power=power, alternative="two-sided")
+            if not math.isfinite(needed):  # an effect so large that the solver's bracket starts above the answer
+                needed = next(n for n in range(2, 10_000) if TTestPower().power(effect, n, level) >= power)
         out.append({"pair": [a, b], "n": int(math.ceil(needed)), "effect": float(effect)})
     return out

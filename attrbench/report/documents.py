@@ -23,15 +23,19 @@ import pandas as pd
 from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr
+from ..ops.verdicts import FLOOR, best_frequency, format_p
 from ..runtime.pipeline import collect, costs_kind
 from ..runtime.provenance import write_atomic
-from .figures import critical_difference, faithfulness_vs_cost, make_figures
+from .figures import critical_difference, faithfulness_vs_cost, make_figures, verdicts
 from .tables import (
     CI_NOTE,
     RANK_NOTE,
     Table,
     agreement_table,
+    alias_label,
+    aligned,
     faithfulness_tables,
+    floor_cell,
     fmt,
     headline_table,
     leaderboard_tables,
@@ -39,9 +43,10 @@ from .tables import (
     power_table,
     rank_table,
     suite_title,
+    table_group,
 )
 
-Section = tuple[str, Optional[pd.DataFrame], str, list]  # (title, table, note, figures)
+Section = tuple[str, Optional[pd.DataFrame], str, list, list]  # (title, table, note, figures, extra)
 
 
 def _provenance_lines(meta: dict) -> list[str]:
@@ -119,74 +124,215 @@ def _cost(records: list[dict], model: str, dataset: str, metric: str) -> dict[st
 
 
 def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
-    """Method, family, headline score [CI], rank group, seconds per example and × a forward pass (medians)."""
+    """Group, method, family, headline score [CI], verdict against the random floor, n, seconds per example and ×
+    a forward pass (medians); rows ordered by the headline's mean."""
     stats, metric = headline.statistics, headline.statistics["metric"]
     seconds = _cost(records, headline.model, headline.dataset, "seconds_per_example")
     ratio = _cost(records, headline.model, headline.dataset, "cost_vs_forward")
+    dropped = {m for names in stats.get("aliases", {}).values() for m in names}
+    sign = 1.0 if stats["higher_is_better"] else -1.0
     rows = []
     for r in headline.group:
-        if r["metric"] != metric:
+        if r["metric"] != metric or r["method"] in dropped:
             continue
         s, f = median_iqr(seconds.get(r["method"], [])), median_iqr(ratio.get(r["method"], []))
-        group = ("reference" if r["method"] == stats.get("reference") else str(stats["group"][r["method"]])
-                 if r["method"] in stats.get("group", {}) and stats["verdict"] == "ranked"
-                 else {"n too small to rank": "n too small", "no difference found": "="}.get(stats["verdict"], "–"))
-        rows.append({"group": group, "method": r["method"], "family": r.get("method_family", ""),
-                     f"{metric} {'↑' if stats['higher_is_better'] else '↓'}": fmt(r), "n": r["n"],
-                     "s / example": "–" if s is None else f"{s[0]:.3f}",
-                     "× forward pass": "–" if f is None else f"{f[0]:.0f}",
-                     "_order": stats["average_rank"].get(r["method"], 1e9)})
-    return pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
+        row = {"group": table_group(stats, r["method"]), "method": alias_label(r["method"], stats),
+               "family": r.get("method_family", ""),
+               f"{metric_name(headline.evaluation, metric)} {'↑' if stats['higher_is_better'] else '↓'}": fmt(r),
+               "vs floor": floor_cell(stats, r["method"]), "n": r["n"],
+               "s / example": "–" if s is None else f"{s[0]:.3f}",
+               "× forward pass": "–" if f is None else f"{f[0]:.0f}",
+               "_order": -1e18 if r["method"] == stats.get("reference") else
+               (-sign * r["mean"] if r["mean"] is not None else 1e18)}
+        rows.append(row)
+    frame = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
+    if not frame["vs floor"].astype(str).str.strip().any():
+        frame = frame.drop(columns="vs floor")
+    return frame
 
 
-def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict) -> list[str]:
-    """Sentences from the statistics, each with the numbers it rests on (in the tables below)."""
+def metric_name(evaluation, metric: str) -> str:
+    """A metric as a reader names it ("NAOPC comprehensiveness"), as its evaluation declares it."""
+    return (getattr(evaluation, "metric_names", None) or {}).get(metric, metric)
+
+
+def robustness_metrics(evaluation) -> tuple[str, ...]:
+    """The metrics of an evaluation that count as votes in a suite's robustness panel: declared by the evaluation;
+    by default its primary metric, none for a derived one."""
+    declared = getattr(evaluation, "robustness", None)
+    if declared is not None:
+        return tuple(declared)
+    return () if evaluation.derived else ((evaluation.primary_metric,) if evaluation.primary_metric else ())
+
+
+def robustness(suite_tables: list[Table], seed: int = 0) -> list[dict]:
+    """Per metric of a suite: its top group, the methods not better than (and worse than) the random floor, and how
+    often its best method by mean stays best over bootstrap resamples of the examples. Every independent metric an
+    evaluation declares is a vote; a derived metric (ABPC = AOPC comp − AOPC suff) is shown, not counted."""
+    out = []
+    for table in suite_tables:
+        if table.evaluation.family != "faithfulness":
+            continue
+        votes = robustness_metrics(table.evaluation)
+        shown = votes or (table.statistics["metric"],)
+        same = [[m, *v] for m, v in table.statistics.get("aliases", {}).items()]
+        for metric in shown:
+            stats = (table.statistics if metric == table.statistics["metric"] and "stability" in table.statistics
+                     else rank_table(table.evaluation, table.group, metric, seed=seed, same=same))
+            if "stability" not in stats and stats.get("verdict") == "ranked":
+                values = aligned(table.group, metric, (stats.get("reference"), FLOOR, *[m for g in same
+                                                                                        for m in g[1:]]))
+                stats["stability"] = best_frequency(values, stats["higher_is_better"], seed=seed)
+            floor = stats.get("floor") or {}
+            out.append({"table": table, "metric": metric, "name": metric_name(table.evaluation, metric),
+                        "vote": bool(votes), "statistics": stats,
+                        "not_better": [m for m in stats.get("order", []) if floor.get(m, {}).get("verdict")
+                                       in ("not separated", "worse")],
+                        "worse": [m for m in stats.get("order", []) if floor.get(m, {}).get("verdict") == "worse"],
+                        "has_floor": bool(floor)})
+    return out
+
+
+def robustness_table(panel: list[dict]) -> tuple[pd.DataFrame, str]:
+    rows = []
+    for entry in panel:
+        stats = entry["statistics"]
+        best = stats.get("order", [None])[0]
+        stability = (stats.get("stability") or {}).get(best)
+        rows.append({"metric": entry["name"] + ("" if entry["vote"] else " (derived, not a vote)"),
+                     "n": "–" if not stats.get("pair_n") else (str(stats["pair_n"][1]) if stats["pair_n"][0] ==
+                                                               stats["pair_n"][1] else
+                                                               f"{stats['pair_n'][0]}–{stats['pair_n'][1]}"),
+                     "top group": ", ".join(stats.get("top") or []) or stats.get("verdict", "–"),
+                     "best mean: share of resamples": "–" if stability is None else f"{best} {stability:.0%}",
+                     "not better than the floor": ("–" if not entry["has_floor"] else
+                                                   ", ".join(entry["not_better"]) or "none"),
+                     "worse than the floor": "–" if not entry["has_floor"] else ", ".join(entry["worse"]) or "none"})
+    note = ("robustness: each faithfulness metric of the suite with its own pairwise verdicts (Wilcoxon signed-rank, "
+            "Holm); top group: no method beats it pair by pair; best mean: how often the method with the best mean "
+            "keeps it over 1,000 bootstrap resamples of the examples every method was scored on; the floor: the "
+            "expected score of a random attribution. Each independent metric is one vote; a derived one is shown "
+            "beside them")
+    return pd.DataFrame(rows), note
+
+
+def _listing(names: list[str], limit: int = 8) -> str:
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
+def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict,
+             panels: Optional[dict] = None) -> list[str]:
+    """Sentences from the statistics, each naming its metric, its test and n, and under how many of the suite's
+    robustness metrics it holds (the numbers are in the tables below)."""
     out = []
     for (model, dataset), tables in by_suite.items():
         headline = headline_table(tables)
         if headline is None:
             continue
         stats, name = headline.statistics, suite_title(model, dataset)
-        metric = f"{headline.evaluation.name} {stats['metric']}"
+        metric = metric_name(headline.evaluation, stats["metric"])
+        panel = (panels or {}).get((model, dataset)) or []
+        votes = [entry for entry in panel if entry["vote"]]
+        if stats.get("aliases"):
+            for kept, others in stats["aliases"].items():
+                out.append(f"{name}: {', '.join(others)} and {kept} give the same scores on every example and "
+                           f"metric of this suite: one behaviour, one row ({kept}).")
         if stats["verdict"] == "n too small to rank":
-            out.append(f"{name}: {stats['n']} examples scored by all {stats['k']} methods are too few to rank them by "
-                       f"{metric} ({stats['k']} methods need n ≥ {stats['minimum_n']}).")
+            out.append(f"{name}: at most {stats['pair_n'][1] if stats.get('pair_n') else 0} examples per pair are "
+                       f"too few to separate any of {stats['k']} methods by {metric} ({stats['k']} methods need n ≥ "
+                       f"{stats['minimum_n']}).")
             continue
         if stats["verdict"] == "no difference found":
-            out.append(f"{name}: no method differs from another by {metric} (Friedman p = {stats['friedman_p']:.2g}, "
-                       f"n = {stats['n']}).")
+            out.append(f"{name}: no pair of methods is separated by {metric} (n = {_n(stats)}; Wilcoxon "
+                       "signed-rank, Holm).")
+            out += _floor_finding(name, metric, stats, votes)
             continue
-        top = [m for m in stats["order"] if stats["group"].get(m) == 1]
-        out.append(f"{name}: by {metric} (n = {stats['n']}), the top group is {', '.join(top)} (average ranks "
-                   + ", ".join(f"{stats['average_rank'][m]:.1f}" for m in top)
-                   + f"; Nemenyi critical difference {stats['cd']:.1f} of {stats['k']} methods).")
-        floor = stats["group"].get("random")  # the random baseline's group: a method not above it shows nothing
-        not_better = [m for m in stats["order"] if m != "random" and floor is not None and stats["group"][m] >= floor]
-        if not_better:
-            out.append(f"{name}: {len(not_better)} of {stats['k'] - 1} methods are not in a better group than the "
-                       f"random baseline by {metric} (group {floor}): {', '.join(not_better)}.")
-        for comparison in stats.get("adjacent", [])[:max(1, len(top))]:
+        if stats["verdict"] != "ranked":
+            continue
+        top = stats["top"]
+        beats = {m: sum(1 for p in stats["pairs"].values() if p["better"] == m) for m in top}
+        pairs = f"Wilcoxon signed-rank on each pair's common examples, Holm over {stats['pairs_tested']} pairs"
+        if len(top) == 1:
+            best = top[0]
+            text = (f"{name}: by {metric} (n = {_n(stats)}), {best} alone is in the top group: no method beats it, "
+                    + (f"and it beats each of the other {stats['k'] - 1}" if beats[best] == stats["k"] - 1 else
+                       f"and it beats {beats[best]} of the other {stats['k'] - 1}") + f" ({pairs})")
+        else:
+            text = (f"{name}: by {metric} (n = {_n(stats)}), the top group, which no method beats pair by pair, is "
+                    f"{', '.join(top)} ({pairs})")
+        stability = stats.get("stability") or {}
+        leader = stats["order"][0]
+        if stability.get(leader) is not None:
+            text += f"; {leader} has the best mean in {stability[leader]:.0%} of 1,000 bootstrap resamples"
+        out.append(text + ".")
+        if votes:
+            agree = [e for e in votes if set(top) & set(e["statistics"].get("top") or [])]
+            others = [e for e in votes if e not in agree]
+            line = (f"{name}: the top group by {metric} shares a method with the top group of {len(agree)} of "
+                    f"{len(votes)} faithfulness metrics ({', '.join(e['name'] for e in agree)})")
+            if others:
+                line += "; the others disagree: " + "; ".join(
+                    f"by {e['name']} the top group is {', '.join(e['statistics'].get('top') or []) or 'empty'}"
+                    for e in others)
+            out.append(line + ".")
+        floor = stats.get("floor")
+        out += _floor_finding(name, metric, stats, votes)
+        for comparison in stats.get("adjacent", [])[:1]:
             a, b = comparison["pair"]
-            if comparison["verdict"] == "equivalent":
-                out.append(f"{name}: {a} and {b} are practically equivalent by {metric}: P(|difference| < "
-                           f"{comparison['rope']}) = {comparison['p_equivalent']:.2f}.")
-            elif comparison["verdict"] == "better":
-                out.append(f"{name}: {a} is better than {b} by {metric}: P = {comparison['p_better']:.2f} "
-                           f"(mean difference {comparison['difference']:.3f}).")
+            if comparison.get("p_better") is None:
+                continue
+            ci = comparison["ci"]
+            out.append(
+                f"{name}: {a} against {b} (first and second by mean) by {metric}: mean difference "
+                f"{comparison['difference']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
+                + f", {'separated' if comparison['separated'] else 'not separated'} pair by pair (Holm p = "
+                f"{format_p(comparison['p_holm'])}); Bayesian signed-rank (ROPE ±{comparison['rope']}, "
+                f"{comparison['samples']:,} posterior draws): P({a} better) = {comparison['p_better']:.3f}, "
+                f"P(equivalent) = {comparison['p_equivalent']:.3f}, P({b} better) = {comparison['p_worse']:.3f}, "
+                "each the posterior probability that this outcome is the most probable of the three.")
         pair = agreement.get((model, dataset))
         if pair is not None:
             out.append(f"{name}: the metrics disagree most between {pair['metric A']} and {pair['metric B']} "
                        f"(Kendall tau of the method orders {pair['Kendall tau [95% CI]']}).")
         seconds = _cost(records, model, dataset, "seconds_per_example")
         ratio = _cost(records, model, dataset, "cost_vs_forward")
-        beats_random = [m for m in top if m != "random" and m not in not_better]
-        priced = [(median_iqr(seconds[m])[0], m) for m in beats_random if seconds.get(m) and median_iqr(seconds[m])]
+        beats_floor = [m for m in top if not floor or floor[m]["verdict"] == "better"]
+        priced = [(median_iqr(seconds[m])[0], m) for m in beats_floor if seconds.get(m) and median_iqr(seconds[m])]
         if priced:
             cheapest = min(priced)
             times = median_iqr(ratio.get(cheapest[1], []))
-            out.append(f"{name}: the cheapest method of the top group, {cheapest[1]}, takes {cheapest[0]:.3f} s per "
-                       "example" + (f", {times[0]:.0f} forward passes' time" if times else "") + ".")
+            out.append(f"{name}: the cheapest method of the top group by {metric}"
+                       + (", better than the random floor" if floor else "") + f", {cheapest[1]}, takes "
+                       f"{cheapest[0]:.3f} s per example" + (f", {times[0]:.0f} forward passes' time" if times else "")
+                       + ".")
     return out
+
+
+def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> list[str]:
+    """Each method against the random floor, three ways, with under how many metrics a method is not better."""
+    floor = stats.get("floor")
+    if not floor:
+        return []
+    better = [m for m in stats["order"] if floor[m]["verdict"] == "better"]
+    level = [m for m in stats["order"] if floor[m]["verdict"] == "not separated"]
+    worse = [m for m in stats["order"] if floor[m]["verdict"] == "worse"]
+    counts = {m: sum(1 for e in votes if m in e["not_better"]) for m in level + worse}
+    line = (f"{name}: against the random floor (the expected {metric} of a random attribution on each example, "
+            f"n = {stats['floor_summary']['n']}; Wilcoxon signed-rank, Holm over {stats['k']} methods), "
+            f"{len(better)} of {stats['k']} methods are better")
+    if level:
+        line += "; not separated from it: " + ", ".join(
+            m + (f" (not better under {counts[m]} of {len(votes)} metrics)" if votes else "") for m in level)
+    if worse:
+        line += "; worse than it: " + ", ".join(
+            f"{m} ({floor[m]['win_rate']:.0%} wins, p = {format_p(floor[m]['p_holm'])}"
+            + (f", not better under {counts[m]} of {len(votes)} metrics)" if votes else ")") for m in worse)
+    return [line + "."]
+
+
+def _n(stats: dict) -> str:
+    low, high = stats.get("pair_n") or (0, 0)
+    return f"{high:,}" if low == high else f"{low:,}–{high:,} per pair"
 
 
 def write_report(run_dir: str | Path) -> dict:
@@ -199,17 +345,25 @@ def write_report(run_dir: str | Path) -> dict:
     by_suite = faithfulness_tables(tables)
     folder = run_dir / "figures"
     figures = make_figures(records, folder)
-    for suite_tables in by_suite.values():  # the headline's neighbours compared (Bayesian signed-rank)
+    for suite_tables in by_suite.values():  # the headline's neighbours compared (Bayesian signed-rank), stability
         headline = headline_table(suite_tables)
         if headline is not None:
-            headline.statistics = rank_table(headline.evaluation, headline.group, compare=True, seed=config["seed"])
-    agreements, lowest = {}, {}
+            same = [[m, *v] for m, v in headline.statistics.get("aliases", {}).items()]
+            headline.statistics = rank_table(headline.evaluation, headline.group, compare=True, seed=config["seed"],
+                                             same=same)
+    agreements, lowest, panels = {}, {}, {}
     for key, suite_tables in by_suite.items():
         agreements[key] = agreement_table(suite_tables, resamples, config["seed"])
         if agreements[key] is not None:
             frame = agreements[key][0]
             lowest[key] = frame.sort_values("_tau").iloc[0].to_dict()
+        panels[key] = robustness(suite_tables, config["seed"])
     statistics = {t.title: t.statistics for t in tables if t.statistics}
+    for key, panel in panels.items():
+        statistics[f"{suite_title(*key)} · robustness"] = [
+            {"metric": e["metric"], "vote": e["vote"], "top": e["statistics"].get("top"),
+             "not_better_than_floor": e["not_better"], "worse_than_floor": e["worse"],
+             "stability": e["statistics"].get("stability"), "n": e["statistics"].get("pair_n")} for e in panel]
     write_atomic(run_dir / "statistics.json", json.dumps(statistics, indent=1, default=float))
 
     summary: list[Section] = []
@@ -217,37 +371,42 @@ def write_report(run_dir: str | Path) -> dict:
         headline = headline_table(suite_tables)
         if headline is None:
             continue
-        pictures = critical_difference(headline, folder)
+        pictures = verdicts(headline, folder)
         pictures += faithfulness_vs_cost(headline, _cost(records, model, dataset, "seconds_per_example"), folder)
-        note = (f"headline metric {headline.evaluation.name} {headline.statistics['metric']}; "
-                + headline.note.split(": ", 1)[-1] + "; s / example and × forward pass: medians (timing)")
-        summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures))
+        note = (f"headline metric: {metric_name(headline.evaluation, headline.statistics['metric'])} "
+                f"({headline.evaluation.name}); " + headline.note.split("; ", 1)[-1]
+                + "; s / example and × forward pass: medians (timing)")
+        extra = [("robustness across metrics", *robustness_table(panels[(model, dataset)]))] \
+            if panels.get((model, dataset)) else []
+        summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures, extra))
     appendix: list[Section] = []
     for table in tables:
         pictures = figures.get(table.title, [])
-        if table.statistics is not None and table.evaluation.family == "faithfulness" and not any(
-                table is headline_table(t) for t in by_suite.values()):
-            pictures = critical_difference(table, folder) + pictures
-        appendix.append((table.title, table.frame, table.note, pictures))
+        if table.statistics is not None and table.evaluation.family == "faithfulness":
+            headline = any(table is headline_table(t) for t in by_suite.values())
+            pictures = ([] if headline else verdicts(table, folder)) + critical_difference(table, folder) + pictures
+        appendix.append((table.title, table.frame, table.note, pictures, []))
     for (model, dataset), suite_tables in by_suite.items():
         if agreements.get((model, dataset)) is not None:
             frame, note = agreements[(model, dataset)]
             appendix.append((f"{suite_title(model, dataset)} · metric agreement",
-                             frame.drop(columns=["_tau", "_ci"]), note, []))
+                             frame.drop(columns=["_tau", "_ci"]), note, [], []))
         power = power_table(suite_tables)
         if power is not None:
-            appendix.append((f"{suite_title(model, dataset)} · sample sizes for 80 % power", *power, []))
-    shown = {path.name for sections in (summary, appendix) for *_, pictures in sections for _, path in pictures}
+            appendix.append((f"{suite_title(model, dataset)} · sample sizes for 80 % power", *power, [], []))
+    shown = {path.name for sections in (summary, appendix) for section in sections for _, path in section[3]}
     for stale in folder.glob("*.png"):  # left by an earlier rendering of this folder
         if stale.name not in shown:
             stale.unlink()
-    explain = [f"{CI_NOTE[0].upper()}{CI_NOTE[1:]}.", f"{RANK_NOTE[0].upper()}{RANK_NOTE[1:]}; p-values in "
-               "statistics.json.", "Cost (timing) is median [interquartile range] and not ranked; the random baseline "
-               "is the floor every faithfulness metric must be read against."]
+    explain = [f"{CI_NOTE[0].upper()}{CI_NOTE[1:]}.", f"{RANK_NOTE[0].upper()}{RANK_NOTE[1:]}; every pair's test, "
+               "effect size and win rate in statistics.json.", "Cost (timing) is median [interquartile range] and not "
+               "ranked. The random floor (random_floor) is the expected score of a uniformly random attribution on "
+               "each example, exact where the metric allows it and otherwise a mean over seeded draws with its "
+               "Monte-Carlo error; every faithfulness metric must be read against it."]
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = findings(by_suite, records, lowest)
+    found = findings(by_suite, records, lowest, panels)
     title = f"attrbench leaderboard: {config['name']}"
     progress = progress_line(meta, records)
     header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else [])
@@ -255,19 +414,21 @@ def write_report(run_dir: str | Path) -> dict:
     _write_html(run_dir, title, header, found, explain, summary, appendix)
     return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "progress": progress,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
-            "figures": sum(len(pictures) for sections in (summary, appendix) for *_, pictures in sections),
+            "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections),
             "findings": found}
 
 
 def _write_markdown(run_dir, title, header, found, explain, summary, appendix) -> None:
-    md = [f"# {title}", "", *header, "", "## Findings", "", *[f"- {f}" for f in found], ""]
+    md = [f"# {title}", "", "## Findings", "", *[f"- {f}" for f in found], "", "## Provenance", "", *header, ""]
     for heading, sections in (("", summary), ("Appendix: every table", appendix)):
         if heading:
             md += [f"# {heading}", "", *[line for text in explain for line in (text, "")]]
-        for name, frame, note, pictures in sections:
+        for name, frame, note, pictures, extra in sections:
             md += [f"## {name}", "", f"_{note}_", ""]
             md += [line for caption, path in pictures for line in (f"![{caption}](figures/{path.name})", "")]
             md += [markdown_table(frame), ""] if frame is not None else []
+            for subtitle, table, text in extra:
+                md += [f"### {subtitle}", "", f"_{text}_", "", markdown_table(table), ""]
     write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
 
 
@@ -277,29 +438,35 @@ def _write_html(run_dir, title, header, found, explain, summary, appendix) -> No
         return (f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
-    body = [f"<h1>{html.escape(title)}</h1>",
-            "<ul class=\"meta\">" + "".join(f"<li>{html.escape(line[2:])}</li>" for line in header)
-            + "</ul>", "<h2>Findings</h2>", "<ul class=\"findings\">"
-            + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>"]
-    for name, frame, note, pictures in summary:
-        # the CD diagram and faithfulness vs cost side by side, then the short table: a suite on one screen
+    def extras(extra):
+        return [part for subtitle, table, text in extra for part in (
+            f"<h3>{html.escape(subtitle)}</h3>", "<div class=\"scroll\">" + table.to_html(
+                index=False, classes="leaderboard", border=0, na_rep="") + "</div>",
+            f"<p class=\"note\">{html.escape(text)}</p>")]
+
+    body = [f"<h1>{html.escape(title)}</h1>", "<h2>Findings</h2>", "<ul class=\"findings\">"
+            + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>",
+            "<details class=\"meta\"><summary>Provenance</summary><ul>"
+            + "".join(f"<li>{html.escape(line[2:])}</li>" for line in header) + "</ul></details>"]
+    for name, frame, note, pictures, extra in summary:
+        # the verdicts and faithfulness vs cost side by side, then the short table: a suite on one screen
         body += [f"<section class=\"suite\"><h2>{html.escape(name)}</h2>",
                  "<div class=\"glance\">" + "".join(figure(*p) for p in pictures) + "</div>",
                  frame.to_html(index=False, classes="leaderboard short", border=0, na_rep=""),
-                 f"<p class=\"note\">{html.escape(note)}</p>", "</section>"]
+                 f"<p class=\"note\">{html.escape(note)}</p>", *extras(extra), "</section>"]
     body += ["<h1>Appendix: every table</h1>", *[f"<p>{html.escape(text)}</p>" for text in explain]]
-    for name, frame, note, pictures in appendix:
+    for name, frame, note, pictures, extra in appendix:
         body += [f"<h2>{html.escape(name)}</h2>", f"<p class=\"note\">{html.escape(note)}</p>"]
         if frame is not None:  # a wide table scrolls inside its box, never the page
             body.append("<div class=\"scroll\">" + frame.to_html(index=False, classes="leaderboard", border=0,
                                                                   na_rep="") + "</div>")
-        body += [figure(*p) for p in pictures]
+        body += [figure(*p) for p in pictures] + extras(extra)
     style = ("body{font-family:sans-serif;max-width:1180px;margin:auto;padding:1em;overflow-wrap:anywhere}"
              "table.leaderboard{border-collapse:collapse;margin-bottom:1em;font-size:13px}"
              "table.leaderboard td,table.leaderboard th{border:1px solid #ccc;padding:2px 6px}"
              "table.short{width:100%}img{max-width:100%}figure{margin:1em 0}"
              "div.scroll{overflow-x:auto;max-width:100%}p.note{font-size:12px;color:#444}"
-             "section.suite{border-top:2px solid #ccc;margin-top:1.5em}"
+             "section.suite{border-top:2px solid #ccc;margin-top:1.5em}details.meta{font-size:13px;color:#333}"
              "div.glance{display:flex;flex-wrap:wrap;gap:8px;align-items:flex-start}"
              "div.glance figure{flex:1 1 480px;min-width:0;margin:.5em 0}")
     page = (f"<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"

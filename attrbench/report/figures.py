@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from matplotlib import transforms as mtransforms
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.ticker import NullFormatter
 
 from ..decompose import Decomposition
@@ -18,7 +19,7 @@ from ..errors import InputError
 from ..ops.stats import median_iqr
 from ..registry import EVALS
 from .plot import new_figure, plot_maps, save_figure
-from .tables import Table, groups, short, suite_title, table_title
+from .tables import Table, alias_label, groups, short, suite_title, table_title
 
 # A suite's CD diagram and faithfulness-vs-cost figure stand side by side above its table, so that both fit one
 # screen at 1280 px: each is half the page wide (561 px at 110 dpi), its title wrapped to fit.
@@ -112,45 +113,118 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
 
 
 def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
-    """Demšar's critical-difference diagram of a ranked table (scikit-posthocs): average ranks on a line,
-    methods in one Nemenyi group joined by a bar, the critical difference drawn to scale."""
+    """The mean-rank view of a ranked table (Demšar's critical-difference diagram, scikit-posthocs): average ranks on
+    a line, methods within one Nemenyi group joined by a bar, the critical difference drawn to scale. Labelled as
+    the mean-rank view: which pairs it joins depends on the other methods in the pool; the verdicts are pairwise."""
     import scikit_posthocs as sp  # heavy (seaborn, statsmodels): only when a report is drawn
 
     stats = table.statistics
-    if stats is None or stats["verdict"] not in ("ranked", "no difference found") or stats["k"] < 2:
+    view = (stats or {}).get("mean_rank") or {}
+    if view.get("verdict") not in ("ranked", "no difference found") or stats["k"] < 2:
         return []
-    order = stats["order"]
-    if stats["verdict"] == "ranked":
-        significant = {tuple(pair.split(" vs ")): p < stats["alpha"] for pair, p in stats["nemenyi"].items()}
-    else:
-        significant = {}
+    ranks = pd.Series(view["average_rank"])
+    order = list(ranks.sort_values().index)
     matrix = pd.DataFrame(1.0, index=order, columns=order)
-    for (a, b), different in significant.items():
-        matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if different else 1.0
+    for pair, p in (view.get("nemenyi") or {}).items():
+        a, b = pair.split(" vs ")
+        matrix.loc[a, b] = matrix.loc[b, a] = 0.0 if p < stats["alpha"] else 1.0
     # labels alternate sides, so 0.14 in per method leaves 0.28 in between labels
     fig, ax = new_figure((HALF_PAGE_INCHES, 0.14 * len(order) + 1.6))
-    ranks = pd.Series(stats["average_rank"])
     sp.critical_difference_diagram(ranks, matrix, ax=ax, alpha=stats["alpha"], label_props={"fontsize": 8})
-    if stats.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
-        start, end = ranks.min(), ranks.min() + stats["cd"]
+    if view.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
+        start, end = ranks.min(), ranks.min() + view["cd"]
         left, right = ax.get_xlim()
         ax.set_xlim(left, max(right, end))  # a CD wider than the ranks' span stays to scale, inside the figure
         above = mtransforms.offset_copy(ax.get_xaxis_transform(), fig=fig, y=20, units="points")
         ax.plot([start, end], [1, 1], transform=above, color="k", lw=2, clip_on=False)
-        ax.text((start + end) / 2, 1, f"CD = {stats['cd']:.2g}", transform=mtransforms.offset_copy(
+        ax.text((start + end) / 2, 1, f"CD = {view['cd']:.2g}", transform=mtransforms.offset_copy(
             above, fig=fig, y=3, units="points"), ha="center", va="bottom", fontsize=8)
-    title = (f"{table.title}: average rank by {stats['metric']} (n = {stats['n']}, "
-             f"{'Nemenyi CD %.2f' % stats['cd'] if stats.get('cd') else stats['verdict']})")
-    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-cd".replace("/", "_")
+    title = (f"{table.title}: mean-rank view of {stats['metric']} (n = {stats['n']}, "
+             f"{'Nemenyi CD %.2f' % view['cd'] if view.get('cd') else view['verdict']}; depends on the pool, "
+             "not the verdicts)")
+    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-cd".replace("/", "_")
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
+
+
+TIER_COLOURS = ("#c44e52", "#dd8452", "#4c72b0", "#55a868", "#8172b3", "#937860")
+FLOOR_MARKS = {"better": ("▲", "#2a7a2a"), "not separated": ("●", "#777777"), "worse": ("▼", "#b22222")}
+
+
+def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
+    """The pairwise verdicts of a ranked table at a glance: each method's mean with its 95 % interval, best at the
+    top, coloured by its group (from the pairwise tests), the random floor's mean as a dashed line, and each
+    method's verdict against the floor (▲ better, ● not separated, ▼ worse) at the right."""
+    stats = table.statistics
+    if stats is None or not stats.get("order"):
+        return []
+    by_method = {r["method"]: r for r in table.group if r["metric"] == stats["metric"] and r["mean"] is not None}
+    rows = [by_method[m] for m in stats["order"] if m in by_method]
+    if not rows:
+        return []
+    fig, ax = new_figure((HALF_PAGE_INCHES, 0.19 * len(rows) + 1.3))
+    y = np.arange(len(rows))[::-1]
+    tier = stats.get("tier") or {}
+    colours = [TIER_COLOURS[(tier.get(r["method"], 0) - 1) % len(TIER_COLOURS)] if tier.get(r["method"])
+               else "#888888" for r in rows]
+    errors = _ci_errors(rows)
+    for yi, r, colour, low, high in zip(y, rows, colours, errors[0], errors[1]):
+        ax.errorbar(r["mean"], yi, xerr=[[low], [high]], fmt="o", ms=4, color=colour, ecolor=colour, capsize=2)
+    ax.set_yticks(y, [alias_label(r["method"], stats) for r in rows], fontsize=7)
+    floor = (stats.get("floor_summary") or {}).get("mean")
+    if floor is not None:
+        ax.axvline(floor, color="#555", ls="--", lw=1, label="random floor (expected score)")
+        for yi, r in zip(y, rows):
+            verdict = (stats.get("floor") or {}).get(r["method"], {}).get("verdict")
+            if verdict in FLOOR_MARKS:
+                mark, colour = FLOOR_MARKS[verdict]
+                ax.text(1.01, yi, mark, transform=ax.get_yaxis_transform(), color=colour, fontsize=7, va="center")
+        ax.legend(fontsize=7, loc="lower right" if stats["higher_is_better"] else "lower left")
+    ax.set_xlabel(f"{stats['metric']} {'↑' if stats['higher_is_better'] else '↓'}, mean and 95 % CI", fontsize=8)
+    ax.tick_params(axis="x", labelsize=7)
+    ax.set_ylim(-0.7, len(rows) - 0.3)
+    groups_shown = sorted({t for t in tier.values()})
+    what = (f"groups {groups_shown[0]}–{groups_shown[-1]} by colour" if len(groups_shown) > 1 else
+            "one group" if groups_shown else stats["verdict"])
+    title = (f"{table.title}: {stats['metric']} (n = {stats['pair_n'][1] if stats.get('pair_n') else 0}; "
+             f"pairwise Wilcoxon–Holm, {what}; ▲●▼ vs the random floor)")
+    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-verdicts"
+    return [(title, save_figure(fig, folder / f"{stem.replace('/', '_')}.png",
+                                textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
+
+
+LABEL_OFFSETS = ((4, 3, "left"), (4, -10, "left"), (-4, 3, "right"), (-4, -10, "right"), (0, 7, "center"),
+                 (0, -14, "center"), (8, -3, "left"), (-8, -3, "right"))  # points from the marker, then alignment
+
+
+def place_labels(fig, ax, points: list[tuple[float, float, str]]) -> list[str]:
+    """Label each (x, y, name) in the first offset where its text overlaps no label placed before it and stays in
+    the axes; a label that fits nowhere is left out. Returns the names left out (the table lists every method)."""
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    placed, left_out = [], []
+    frame = ax.get_window_extent(renderer)
+    for x, y, name in points:
+        for dx, dy, align in LABEL_OFFSETS:
+            text = ax.annotate(name, (x, y), fontsize=7, xytext=(dx, dy), textcoords="offset points", ha=align)
+            box = text.get_window_extent(renderer)
+            inside = frame.x0 <= box.x0 and box.x1 <= frame.x1 and frame.y0 <= box.y0 and box.y1 <= frame.y1
+            if inside and not any(box.overlaps(other) for other in placed):
+                placed.append(box)
+                break
+            text.remove()
+        else:
+            left_out.append(name)
+    return left_out
 
 
 def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> list[tuple[str, Path]]:
     """A suite's headline metric (mean with CI) against each method's median seconds per example (log axis, with
-    the interquartile range), the Pareto front marked."""
-    metric, higher = table.statistics["metric"], table.statistics["higher_is_better"]
+    the interquartile range), the Pareto front marked. Labelled: the front and the top group, where a label fits
+    without overlapping another; the table beside it names every method."""
+    stats = table.statistics
+    metric, higher = stats["metric"], stats["higher_is_better"]
+    dropped = {m for names in stats.get("aliases", {}).values() for m in names}
     rows = [r for r in table.group if r["metric"] == metric and r["mean"] is not None and r["method"] in cost
-            and median_iqr(cost[r["method"]]) is not None]
+            and r["method"] not in dropped and median_iqr(cost[r["method"]]) is not None]
     if len(rows) < 2:
         return []
     spans = [median_iqr(cost[r["method"]]) for r in rows]
@@ -162,14 +236,20 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
     front = sorted(front, key=lambda i: x[i])
     ax.plot([x[i] for i in front], [rows[i]["mean"] for i in front], "-o", color="#c44e52", ms=6, lw=1.2,
             label="Pareto front (no method is both cheaper and better)", zorder=3)
-    for c, r in zip(x, rows):
-        ax.annotate(r["method"], (c, r["mean"]), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    floor = (stats.get("floor_summary") or {}).get("mean")
+    if floor is not None:
+        ax.axhline(floor, color="#555", ls="--", lw=1, label="random floor (expected score)")
     ax.set_xscale("log")
     ax.xaxis.set_minor_formatter(NullFormatter())  # minor log labels overlap
     ax.set_xlabel("seconds per example, median and IQR (log)")
-    ax.set_ylabel(f"{table.evaluation.name}: {metric} {'↑' if higher else '↓'}")
-    ax.legend(fontsize=7)
-    title = f"{suite_title(table.model, table.dataset)}: faithfulness vs cost"
+    ax.set_ylabel(f"{metric} {'↑' if higher else '↓'}")
+    ax.legend(fontsize=7, loc="lower right" if higher else "upper right")
+    title = f"{suite_title(table.model, table.dataset)}: faithfulness vs cost (labelled: Pareto front, top group)"
+    fig.suptitle(textwrap.fill(title, HALF_PAGE_TITLE_CHARS), fontsize=10)
+    fig.tight_layout()  # the layout the labels are placed in (save_figure keeps it)
+    top = set(stats.get("top") or [])
+    named = [i for i in front] + [i for i, r in enumerate(rows) if r["method"] in top and i not in front]
+    place_labels(fig, ax, [(x[i], rows[i]["mean"], rows[i]["method"]) for i in named])
     stem = f"{short(table.model)}-{short(table.dataset)}-pareto".replace("/", "_")
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 

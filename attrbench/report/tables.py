@@ -1,12 +1,16 @@
 """Leaderboard tables and their statistics, from a run's records: one per (model, dataset, evaluation).
 
-An evaluation that scores methods gets a table ranked by its primary metric with the statistics of
-``attrbench.ops.stats``: average ranks over the examples every method was scored on, Friedman's test,
-Nemenyi rank groups (or "n too small to rank", or "no difference found"), each value a mean with its
-t-interval, n per method. Cost is shown as median [interquartile range], not ranked. Analyses of the
-model get a table of their metrics with a per-layer summary. What a table shows comes from what the
-evaluation declares (``attrbench.plugin.Evaluation``) and from the records, never from an
-evaluation's name.
+An evaluation that scores methods gets a table of its metrics, each a mean with its t-interval and n per
+method, rows ordered by the primary metric's mean (the statistic shown). Its verdicts are pairwise
+(``attrbench.ops.verdicts``): every pair of methods tested on its common examples (Wilcoxon signed-rank,
+Holm-corrected over the table's pairs), groups derived from those tests (group 1: no method beats it pair by
+pair) and the compact letter display; each method against the random floor (the expected score of a random
+attribution) as better, not separated or worse. Methods with identical scores on every example of a suite are
+one row (aliases). The mean-rank view (Friedman, Nemenyi's critical difference) is kept for its diagram and
+labelled as such: it depends on which other methods are in the pool. Cost is shown as median [interquartile
+range], not ranked. Analyses of the model get a table of their metrics with a per-layer summary. What a table
+shows comes from what the evaluation declares (``attrbench.plugin.Evaluation``) and from the records, never
+from an evaluation's name.
 """
 from __future__ import annotations
 
@@ -16,14 +20,30 @@ from typing import Optional
 
 import pandas as pd
 
-from ..ops.stats import ALPHA, LEVEL, ROPE, agreement_interval, compare_adjacent, median_iqr, rank_methods, required_n
+from ..ops.stats import LEVEL, agreement_interval, median_iqr, minimum_n, rank_methods, required_n
+from ..ops.verdicts import (
+    ALPHA,
+    BAYES_DRAWS,
+    FLOOR,
+    ROPE,
+    against_floor,
+    aliases,
+    bayes_signed_rank,
+    best_frequency,
+    common,
+    format_p,
+    pairwise,
+)
 from ..registry import EVALS
 
 CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t)"
-RANK_NOTE = (f"group = Nemenyi rank group: methods whose average rank (1 = best, over the examples every method was "
-             f"scored on) is within the critical difference of the best form group 1, then the same from the best "
-             f"method left (Friedman test first, alpha {ALPHA}); 'n too small to rank' where even a method better on "
-             f"every example could not be shown to differ (exact p 2/2^n against alpha over the table's pairs)")
+RANK_NOTE = (f"group: from pairwise tests (Wilcoxon signed-rank on each pair's common examples, the sign test where "
+             f"ties dominate, Holm-corrected over the table's pairs, alpha {ALPHA}): group 1 holds the methods no "
+             "method beats pair by pair, group 2 the same among the rest, and so on, so a separated pair never "
+             "shares a group; letters: methods sharing a letter are not separated (compact letter display); vs "
+             "floor: each method against the random floor, the expected score of a random attribution on each "
+             "example (Holm over the methods); 'n too small to rank' where even a method better on every example "
+             "could not be shown to differ (exact p 2/2^n against alpha over the table's pairs)")
 
 
 def fmt(record: dict, digits: int = 3) -> str:
@@ -107,73 +127,219 @@ def reference_of(group: list[dict]) -> Optional[str]:
     return next((r.get("reference") for r in group if r.get("reference")), None)
 
 
+def floor_of(group: list[dict], metric: str) -> Optional[dict]:
+    """The random floor's record of ``metric`` in a table, if the run computed one."""
+    return next((r for r in group if r["method"] == FLOOR and r["metric"] == metric), None)
+
+
+def alias_label(method: str, statistics: Optional[dict]) -> str:
+    """A method's name with the methods that are the same behaviour (``= occlusion``)."""
+    same = (statistics or {}).get("aliases", {}).get(method)
+    return f"{method} (= {', '.join(same)})" if same else method
+
+
 def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, compare: bool = False,
-               seed: int = 0) -> dict:
-    """The statistics of one ranked table: ranks, groups, verdict; adjacent comparisons when ``compare``."""
+               seed: int = 0, same: Optional[list[list[str]]] = None) -> dict:
+    """The statistics of one ranked table's ``metric`` (default: the primary): pairwise verdicts, groups, the floor,
+    the mean-rank view; with ``compare`` also the Bayesian signed-rank test of methods adjacent by mean and how often
+    each method is best over bootstrap resamples. ``same``: the suite's alias groups (the first name is kept)."""
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     key = metric or (evaluation.primary_metric if evaluation.primary_metric in metrics else metrics[0])
     better = _direction(evaluation, group, key)
     reference = reference_of(group)
-    values = aligned(group, key, (reference,))
-    ranking = rank_methods(values, better)
-    out = {"metric": key, "higher_is_better": better, "reference": reference, **ranking}
-    if compare and ranking["verdict"] == "ranked":
-        out["adjacent"] = compare_adjacent(values, ranking["order"], better, evaluation.rope.get(key, ROPE), seed)
-    if ranking["verdict"] in ("ranked", "no difference found"):
-        out["required_n"] = required_n(values, ranking["order"])
+    values = aligned(group, key, (reference, FLOOR))
+    floor = aligned(group, key).get(FLOOR)
+    merged = {}
+    for names in same or []:
+        if names[0] in values:
+            merged[names[0]] = [m for m in names[1:] if m in values]
+            for m in names[1:]:
+                values.pop(m, None)
+    k = len(values)
+    complete = rank_methods(values, better) if values else {"n": 0}
+    out = {"metric": key, "higher_is_better": better, "reference": reference, "k": k, "n": complete["n"],
+           "minimum_n": minimum_n(k), "alpha": ALPHA, "aliases": {m: v for m, v in merged.items() if v}}
+    if not k or not max((sum(v is not None for v in vals) for vals in values.values()), default=0):
+        return {**out, "verdict": "no examples", "order": list(values), "tier": {}, "top": []}
+    verdicts = pairwise(values, better)
+    sizes = [p["n"] for p in verdicts["pairs"].values()]
+    out.update(order=verdicts["order"], mean=verdicts["mean"], n_by_method=verdicts["n"],
+               pairs=verdicts["pairs"], pairs_tested=verdicts["pairs_tested"], pair_n=[min(sizes), max(sizes)]
+               if sizes else None, letters=verdicts["letters"])
+    out["mean_rank"] = {name: complete[name] for name in ("average_rank", "friedman_p", "cd", "group", "nemenyi",
+                                                          "verdict") if name in complete}
+    if floor is not None:
+        floor_record = floor_of(group, key) or {}
+        out["floor"] = against_floor(values, floor, better)
+        out["floor_summary"] = {"mean": floor_record.get("mean"), "n": floor_record.get("n"),
+                                "how": floor_record.get("floor")}
+    if k == 1:
+        return {**out, "verdict": "one method", "tier": {m: 1 for m in values}, "top": list(values)}
+    if max(sizes) < out["minimum_n"]:
+        return {**out, "verdict": "n too small to rank", "tier": {}, "top": []}
+    separated = any(p["separated"] for p in verdicts["pairs"].values())
+    out.update(tier=verdicts["tier"], top=verdicts["top"], verdict="ranked" if separated else "no difference found")
+    if compare and k > 1:
+        out["adjacent"] = adjacent_bayes(values, verdicts, better, evaluation.rope.get(key, ROPE), seed)
+        out["stability"] = best_frequency(values, better, seed=seed)
+    out["required_n"] = required_n(values, verdicts["order"])
     return out
 
 
+def adjacent_bayes(values: dict, verdicts: dict, higher_is_better: bool, rope: float, seed: int = 0) -> list[dict]:
+    """Each method against the next by mean: baycomp's three probabilities (Bayesian signed-rank, ``BAYES_DRAWS``
+    posterior draws) beside the pair's frequentist result, so neither is read without the other."""
+    out = []
+    order = verdicts["order"]
+    for a, b in zip(order, order[1:]):
+        x, y = common(values[a], values[b])
+        pair = verdicts["pairs"][f"{a} vs {b}"]
+        row = {"pair": [a, b], "n": len(x), "rope": rope, "difference": pair["difference"], "ci": pair["ci"],
+               "p_holm": pair["p_holm"], "separated": pair["separated"], "samples": BAYES_DRAWS}
+        if len(x) < 2:
+            out.append({**row, "verdict": "undecided"})
+            continue
+        d = (x - y) * (1.0 if higher_is_better else -1.0)
+        if not d.any():
+            probabilities = (0.0, 1.0, 0.0)
+        else:
+            probabilities = bayes_signed_rank(d, rope, BAYES_DRAWS, seed)
+        first, equivalent, second = probabilities
+        verdict = ("better" if first >= 0.95 else "equivalent" if equivalent >= 0.95 else
+                   "worse" if second >= 0.95 else "undecided")
+        out.append({**row, "p_better": first, "p_equivalent": equivalent, "p_worse": second, "verdict": verdict})
+    return out
+
+
+def table_group(statistics: dict, method: str) -> str:
+    """A method's cell in a table's group column."""
+    verdict = statistics.get("verdict")
+    if method == statistics.get("reference"):
+        return "reference"
+    if method == FLOOR:
+        return "floor"
+    if verdict in ("ranked", "one method"):
+        return str(statistics.get("tier", {}).get(method, "–"))
+    return {"n too small to rank": "n too small", "no difference found": "="}.get(verdict, "–")
+
+
+def floor_cell(statistics: dict, method: str) -> str:
+    """A method's verdict against the random floor, with its win rate (or '' where there is no floor)."""
+    row = (statistics.get("floor") or {}).get(method)
+    if row is None:
+        return ""
+    rate = "" if row["win_rate"] is None else f" ({row['win_rate']:.0%} wins)"
+    return f"{row['verdict']}{rate}"
+
+
 def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -> tuple[pd.DataFrame, str]:
-    """The ranked table of one evaluation and its note."""
+    """The table of one ranked evaluation and its note: rows ordered by the primary metric's mean."""
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     label = {m: m + (" ↑" if _direction(evaluation, group, m) else " ↓") for m in metrics}
-    verdict, group_of = statistics["verdict"], statistics.get("group", {})
-    average = statistics.get("average_rank", {})
-    reference = statistics.get("reference")
+    dropped = {m for names in statistics.get("aliases", {}).values() for m in names}
+    sign = 1.0 if statistics["higher_is_better"] else -1.0
+    undefined = undefined_per_method(group)
     rows: dict[str, dict] = {}
     for r in group:
-        row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
+        if r["method"] in dropped:
+            continue
+        row = rows.setdefault(r["method"], {"method": alias_label(r["method"], statistics),
+                                            "family": r.get("method_family", "")})
         row[label[r["metric"]]] = fmt(r)
-        row["n"] = r["n"]
-        row.setdefault("undefined", 0)
-        row["undefined"] += r.get("n_undefined", 0)
+        row[f"n ({r['metric']})"] = r["n"]
+        row["undefined"] = undefined.get(r["method"], 0)
         if r.get("published"):
             row["published"] = f"{r['published']['value']:.2f}"
+        if r["metric"] == statistics["metric"]:
+            row["_order"] = -1e18 if r["method"] == statistics.get("reference") else (
+                -sign * r["mean"] if r["mean"] is not None else 1e18)
         row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
     for method, row in rows.items():
-        if method == reference:
-            row["group"], row["_order"] = "reference", -1.0
-        elif verdict == "ranked":
-            row["group"], row["_order"] = str(group_of.get(method, "–")), average.get(method, 1e9)
-        else:
-            row["group"] = {"n too small to rank": "n too small", "no difference found": "="}.get(verdict, "–")
-            row["_order"] = average.get(method, 1e9)
-        row["avg rank"] = f"{average[method]:.2f}" if method in average else ""
+        row["group"] = table_group(statistics, method)
+        row["letters"] = (statistics.get("letters") or {}).get(method, "") if statistics["verdict"] == "ranked" else ""
+        row["vs floor"] = floor_cell(statistics, method)
+        row.setdefault("_order", 1e18)
     frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable")
-    columns = ["group", "method", "family", *label.values(), "avg rank", "n"]
+    # n is the primary metric's; another metric defined on other examples gets an n column of its own
+    counts = [f"n ({m})" for m in metrics]
+    primary = f"n ({statistics['metric']})"
+    frame = frame.rename(columns={primary: "n"})
+    extra_n = [c for c in counts if c != primary and c in frame and not frame[c].equals(frame["n"])]
+    columns = ["group", "letters", "method", "family", *label.values(), "vs floor", "n", *extra_n]
     optional = ["undefined", "published", *dict.fromkeys(c for columns_ in costs.values() for c in columns_)]
+    columns = [c for c in columns if c not in ("letters", "vs floor") or frame[c].astype(str).str.strip().any()]
     columns += [c for c in optional
                 if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
-    note = f"ranked by {statistics['metric']}: {_verdict_note(statistics)}"
-    if reference:
-        note += f"; reference method {reference} (unranked, left out of the statistics)"
-    note += _params_note(group) + _notes(evaluation, group)
+    note = f"rows ordered by the mean of {statistics['metric']}; {_verdict_note(statistics)}"
+    if statistics.get("aliases"):
+        note += "; " + aliases_note(statistics["aliases"])
+    if reference := statistics.get("reference"):
+        ranked_too = reference in rows
+        note += (f"; reference method {reference} (unranked, left out of the statistics)" if ranked_too else
+                 f"; the scores are compared with {reference}, computed for this table only")
+    note += _undefined_note(group, undefined) + _params_note(group) + _notes(evaluation, group)
     return frame, note
+
+
+def aliases_note(merged: dict[str, list[str]]) -> str:
+    return ("one row per behaviour: " + "; ".join(f"{', '.join(v)} gave the same scores as {m} on every example "
+                                                  "and metric of this suite" for m, v in merged.items()))
+
+
+def undefined_per_method(group: list[dict]) -> dict[str, int]:
+    """Per method, the examples on which any metric of the table is undefined (counted once per example)."""
+    out: dict[str, set] = {}
+    for r in group:
+        missing = out.setdefault(r["method"], set())
+        missing.update(i for i, v in zip(r["example_ids"], r["values"]) if v is None)
+    return {m: len(v) for m, v in out.items()}
+
+
+def _undefined_note(group: list[dict], undefined: dict[str, int]) -> str:
+    """Where values are undefined or sit at a clip bound, how many (per metric), so n is read right."""
+    out = []
+    for metric in dict.fromkeys(r["metric"] for r in group):
+        rows = [r for r in group if r["metric"] == metric and r["method"] != FLOOR]
+        values = [v for r in rows for v in r["values"] if v is not None]
+        at_one = sum(v == 1.0 for v in values) / len(values) if values else 0.0
+        if at_one >= 0.05 and max(values) <= 1.0:
+            out.append(f"{metric} is exactly 1 (its upper bound) on {at_one:.0%} of method × example cells")
+        everywhere = set.intersection(*[{i for i, v in zip(r["example_ids"], r["values"]) if v is None}
+                                        for r in rows]) if rows else set()
+        if everywhere:
+            out.append(f"{metric} is undefined for every method on {len(everywhere)} examples")
+    return "".join(f"; {line}" for line in out)
 
 
 def _verdict_note(statistics: dict) -> str:
     verdict = statistics["verdict"]
     if verdict == "n too small to rank":
-        return (f"n too small to rank: {statistics['k']} methods need n ≥ {statistics['minimum_n']} examples scored "
-                f"by all of them, here {statistics['n']}")
-    if verdict == "no difference found":
-        return f"no difference found (Friedman p = {statistics['friedman_p']:.2g}, n = {statistics['n']})"
-    if verdict == "ranked":
-        return (f"Friedman p = {statistics['friedman_p']:.2g}, Nemenyi critical difference {statistics['cd']:.2f} "
-                f"average ranks, n = {statistics['n']} examples scored by all {statistics['k']} methods")
+        return (f"n too small to rank: {statistics['k']} methods need n ≥ {statistics['minimum_n']} examples for any "
+                f"pair to be separated, here at most {statistics['pair_n'][1] if statistics.get('pair_n') else 0}")
+    if verdict in ("ranked", "no difference found"):
+        low, high = statistics["pair_n"]
+        n = f"n = {low}" if low == high else f"n = {low}–{high}"
+        text = (f"{statistics['pairs_tested']} pairs of {statistics['k']} methods tested on their common examples "
+                f"({n}; Wilcoxon signed-rank, Holm)")
+        if verdict == "no difference found":
+            text += ": no pair is separated"
+        floor = statistics.get("floor_summary")
+        if floor:
+            text += f"; random floor: n = {floor['n']}"
+        mean_rank = statistics.get("mean_rank") or {}
+        if mean_rank.get("friedman_p") is not None:
+            text += (f"; mean-rank view (depends on the pool; not the verdicts): Friedman p "
+                     f"{_p_text(mean_rank['friedman_p'])} on the {statistics['n']} examples every method was "
+                     "scored on")
+        return text
     return verdict
+
+
+def _p_text(p: float) -> str:
+    """``= 0.003`` or ``< 1e-300``: a p-value after its symbol."""
+    text = format_p(p)
+    return text if text.startswith("<") else f"= {text}"
 
 
 def _params_note(group: list[dict]) -> str:
@@ -241,9 +407,24 @@ def cost_lookup(records: list[dict]) -> dict[tuple, dict[str, str]]:
     return out
 
 
+def suite_aliases(records: list[dict]) -> dict[tuple, list[list[str]]]:
+    """Per suite, the methods that are one behaviour: the same values on every example of every ranked metric
+    of the suite (``attrbench.ops.verdicts.aliases``)."""
+    per_suite: dict[tuple, list[dict]] = {}
+    for (model, dataset, eval_name), group in groups(records).items():
+        evaluation = EVALS.get(eval_name)
+        if not (evaluation.needs_methods and evaluation.ranked):
+            continue
+        reference = reference_of(group)
+        for metric in dict.fromkeys(r["metric"] for r in group):
+            per_suite.setdefault((model, dataset), []).append(aligned(group, metric, (reference, FLOOR)))
+    return {suite: aliases(tables) for suite, tables in per_suite.items()}
+
+
 def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
     """One table per (model, dataset, evaluation), with its statistics."""
     costs = cost_lookup(records)
+    same = suite_aliases(records)
     tables = []
     for (model, dataset, eval_name), group in groups(records).items():
         evaluation = EVALS.get(eval_name)
@@ -254,7 +435,7 @@ def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
             frame, note = cost_table(evaluation, group)
             tables.append(Table(model, dataset, evaluation, group, frame, note))
         else:
-            statistics = rank_table(evaluation, group, seed=seed)
+            statistics = rank_table(evaluation, group, seed=seed, same=same.get((model, dataset)))
             frame, note = method_table(evaluation, group, {} if evaluation.cost_columns else costs, statistics)
             tables.append(Table(model, dataset, evaluation, group, frame, note, statistics))
     return tables
@@ -291,7 +472,8 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     per_metric = {}
     for t in tables:
         metric = t.statistics["metric"]
-        values = aligned(t.group, metric, (t.statistics.get("reference"), "random"))
+        dropped = {m for names in t.statistics.get("aliases", {}).values() for m in names}
+        values = aligned(t.group, metric, (t.statistics.get("reference"), FLOOR, "random", *dropped))
         sign = 1.0 if t.statistics["higher_is_better"] else -1.0
         per_metric[f"{t.evaluation.name}.{metric}"] = (values, sign)
     names = list(per_metric)
@@ -312,7 +494,7 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     if not rows:
         return None
     note = ("agreement of the method orders between two metrics (each oriented so that higher is better; the "
-            "reference and the random baseline left out): Kendall's tau of the methods' means, with a percentile "
+            "reference, the random floor and aliases left out): Kendall's tau of the methods' means, with a percentile "
             f"bootstrap interval over examples ({resamples} resamples); an interval that holds 0 shows no agreement")
     return pd.DataFrame(rows), note
 

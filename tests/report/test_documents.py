@@ -65,35 +65,43 @@ def test_report_renders_in_headless_chromium(tmp_path):
               "b.suite = kids.join(',');"
               "b.cdtop = s.querySelector('img').getBoundingClientRect().top;"
               "const top = s.getBoundingClientRect().top; const f = [...s.querySelectorAll('div.glance figure')];"
-              "b.glance = f.map(e => e.querySelector('img').alt.includes('vs cost') ? 'cost' : 'cd').join(',');"
+              "b.glance = f.map(e => e.querySelector('img').alt.includes('vs cost') ? 'cost' : 'verdicts').join(',');"
               "b.rows = new Set(f.map(e => Math.round(e.getBoundingClientRect().top))).size;"
               "b.bottom = Math.max(...f.map(e => e.getBoundingClientRect().bottom)) - top;")
     dom = render(browser, page, tmp_path, script)
     assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 10
     assert 'data-shrunk="0"' in dom  # heatmaps and the Pareto figure show at their own size
     assert 'data-overflow="0"' in dom  # nothing scrolls sideways at 1280 px
-    # a suite reads in a minute: its CD diagram beside faithfulness vs cost, then the short table and its note;
-    # both figures on one row, within one 1280 × 900 screen from the suite's heading
-    assert 'data-suite="H2,DIV,TABLE,P"' in dom and 'data-glance="cd,cost"' in dom and 'data-rows="1"' in dom
+    # a suite reads in a minute: its verdicts beside faithfulness vs cost, then the short table and its note, then
+    # the robustness panel; both figures on one row, within one 1280 × 900 screen from the suite's heading
+    assert 'data-suite="H2,DIV,TABLE,P,H3,DIV,P"' in dom and 'data-glance="verdicts,cost"' in dom
+    assert 'data-rows="1"' in dom
     assert float(re.search(r'data-bottom="([\d.]+)"', dom)[1]) < 900
     top = float(re.search(r'data-cdtop="([\d.]+)"', dom)[1])
-    assert top < 2000  # the CD diagram of the first suite is on the first screen, right after the findings
+    assert top < 2000  # the first suite's verdicts are on the first screen, right after the findings
     for title in ("faithfulness_corr", "erasure_aopc", "naopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
     findings = leaderboard.split("## Findings")[1].split("\n## ")[0]
-    assert "tiny-gpt2 · sva-generated: by naopc naopc_comprehensiveness (n = 10)" in findings or \
-        "too few to rank" in findings or "no method differs" in findings
-    assert "| group | method | family | naopc_comprehensiveness ↑ | n | s / example | × forward pass |" in leaderboard
-    assert "| reference | blank_out |" in leaderboard  # the agreement reference is shown, unranked
-    assert "| random | baseline |" in leaderboard.replace("| 1 | random | baseline |", "| random | baseline |") or \
-        re.search(r"\| [\d=a-z ]+ \| random \| baseline \|", leaderboard)
+    assert "tiny-gpt2 · sva-generated: by NAOPC comprehensiveness (n = 10)" in findings or \
+        "too few to separate" in findings or "no pair of methods is separated" in findings
+    assert re.search(r"\| group \| method \| family \| NAOPC comprehensiveness ↑ \| (vs floor \| )?n \| s / example \| "
+                     r"× forward pass \|", leaderboard)
+    assert "### robustness across metrics" in leaderboard
+    # the agreement reference of tiny-gpt2's contrast targets is blank_out's signed form, named in the note; the
+    # (unsigned) blank_out is a method ranked against it, not the reference
+    assert "compared with blank_out(signed=True)" in leaderboard and "| reference | blank_out |" not in leaderboard
+    assert "| floor | random_floor | baseline |" in leaderboard  # the random floor, a row of its own, unranked
+    assert "| random |" not in leaderboard  # one random draw is no longer the floor
     assert "mean [95% CI] over examples (Student t)" in leaderboard and "± " not in leaderboard
     visible = re.sub(r'src="data:[^"]*"', "", page)  # base64 images may spell anything
     assert not re.search(r"\bnan\b", visible + leaderboard, re.IGNORECASE)
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
     naopc = statistics["tiny-gpt2 · sva-generated · naopc"]
-    assert naopc["n"] == 10 and naopc["k"] == 4 and naopc["verdict"] in ("ranked", "no difference found")
+    # three scoring methods (atb_ln_ff_res gives maps); the floor is no method of the table but its own family
+    assert naopc["n"] == 10 and naopc["k"] == 3 and naopc["verdict"] in ("ranked", "no difference found")
+    assert naopc["pairs_tested"] == 3 and set(naopc["floor"]) == {"alti", "blank_out", "grad_l2"}
+    assert "against the random floor" in findings  # stated whether or not a pair of methods is separated
     assert "sample sizes for 80 % power" in leaderboard and "metric agreement" in leaderboard
 
 
@@ -116,29 +124,59 @@ def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     assert model_line("/data/my-bert", own) == "- model `/data/my-bert`: /data/my-bert, weights sha256 dddddddddddd…"
 
 
-def _suite_with_groups(groups: dict[str, int]):
-    from types import SimpleNamespace
+def _suite(means: dict[str, float], floor: float = 0.3, n: int = 40, seed: int = 0):
+    """A suite whose headline table holds methods with planted effects over a random floor, as records."""
+    import numpy as np
 
-    from attrbench.report.tables import Table
+    from attrbench.ops.stats import interval, summary
+    from attrbench.registry import EVALS
+    from attrbench.report.tables import Table, rank_table
 
-    order = list(groups)
-    statistics = {"verdict": "ranked", "order": order, "group": groups, "k": len(order), "n": 30, "cd": 1.5,
-                  "metric": "aopc", "average_rank": {m: i + 1.0 for i, m in enumerate(order)}, "adjacent": []}
-    evaluation = SimpleNamespace(name="erasure_aopc", derived=False, headline=0)
-    table = Table("minilm-l6-sst2", "sst2", evaluation, [], None, "", statistics)
+    rng = np.random.default_rng(seed)
+    base = rng.normal(0.0, 0.1, n)
+    ids = [f"e{i}" for i in range(n)]
+
+    def record(method, values, **extra):
+        values = [float(v) for v in values]
+        return {"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "erasure_aopc", "metric":
+                "comprehensiveness_aopc", "method": method, "method_family": extra.pop("family", "x"),
+                "example_ids": ids, "values": values, "higher_is_better": True, **summary(values),
+                **interval(values), **extra}
+
+    group = [record(m, base + mu + rng.normal(0, 0.02, n)) for m, mu in means.items()]
+    group.append(record("random_floor", base + floor + rng.normal(0, 0.005, n), family="baseline",
+                        floor={"draws": 100}, mc_se=[0.001] * n))
+    evaluation = EVALS.get("erasure_aopc")
+    statistics = rank_table(evaluation, group, compare=True)
+    table = Table("minilm-l6-sst2", "sst2", evaluation, group, None, "", statistics)
     records = [{"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "timing", "metric": "seconds_per_example",
-                "method": m, "values": [0.001 if m == "random" else 0.5 + i]} for i, m in enumerate(order)]
+                "method": m, "values": [0.001 if m == "random_floor" else 0.5 + i]} for i, m in enumerate(means)]
     return {("minilm-l6-sst2", "sst2"): [table]}, records
 
 
-def test_findings_price_only_top_methods_that_beat_the_random_baseline():
-    """'The cheapest method of the top group' names a method worth its cost: never the random baseline, and no
-    method when the top group holds the random baseline (nothing beats it)."""
+def test_findings_price_only_top_methods_that_beat_the_random_floor():
+    """'The cheapest method of the top group' names a method worth its cost: one that beats the random floor, and
+    no method when the top group does not beat it."""
     from attrbench.report.documents import findings
 
-    separated = findings(*_suite_with_groups({"alti": 1, "lime": 1, "random": 1, "saliency": 2}), {})
-    assert not any("cheapest" in line for line in separated)
-    assert any("3 of 3 methods are not in a better group than the random baseline" in line for line in separated)
-    better = findings(*_suite_with_groups({"lime": 1, "alti": 1, "random": 2, "saliency": 2}), {})
-    assert [line for line in better if "cheapest" in line] == [
-        "minilm-l6-sst2 · sst2: the cheapest method of the top group, lime, takes 0.500 s per example."]
+    level = findings(*_suite({"alti": 0.3, "lime": 0.3, "saliency": 0.1}), {})
+    assert not any("cheapest" in line for line in level)
+    assert any("not separated from it: alti, lime" in line or "not separated from it: lime, alti" in line
+               for line in level)
+    assert any("worse than it: saliency" in line for line in level)
+    better = findings(*_suite({"lime": 0.6, "alti": 0.6, "saliency": 0.1}), {})
+    [line] = [line for line in better if "cheapest" in line]
+    assert line.startswith("minilm-l6-sst2 · sst2: the cheapest method of the top group by erasure AOPC "
+                           "comprehensiveness, better than the random floor, ") and ("lime, takes 0.500 s" in line or
+                                                                  "alti, takes 1.500 s" in line)
+    assert any("2 of 3 methods are better" in line for line in better)
+
+
+def test_findings_name_a_lone_best_method_and_what_it_beats():
+    from attrbench.report.documents import findings
+
+    lines = findings(*_suite({"best": 0.9, "mid": 0.5, "low": 0.45}), {})
+    assert any("best alone is in the top group: no method beats it, and it beats each of the other 2" in line
+               for line in lines)
+    bayes = next(line for line in lines if "Bayesian signed-rank" in line)
+    assert "P(best better) = " in bayes and "5,000 posterior draws" in bayes and "separated pair by pair" in bayes

@@ -16,8 +16,8 @@ def test_the_critical_difference_bar_and_its_label_overlap_no_tick_label_and_sta
     ranks = dict(zip(methods, [1.4, 2.1, 2.9, 4.8, 5.0, 5.3]))
     pairs = {f"{a} vs {b}": (0.01 if abs(ranks[a] - ranks[b]) > 2 else 0.5)
              for i, a in enumerate(methods) for b in methods[i + 1:]}
-    statistics = {"verdict": "ranked", "k": len(methods), "order": methods, "nemenyi": pairs, "alpha": 0.05,
-                  "average_rank": ranks, "cd": cd, "metric": "aopc", "n": 30}
+    statistics = {"verdict": "ranked", "k": len(methods), "order": methods, "alpha": 0.05, "metric": "aopc", "n": 30,
+                  "mean_rank": {"verdict": "ranked", "nemenyi": pairs, "average_rank": ranks, "cd": cd}}
     table = Table("minilm-l6-sst2", "sst2", SimpleNamespace(name="erasure_aopc"), [], None, "", statistics)
     drawn = []
     save = figures.save_figure  # laid out and saved as a report does, and kept to be measured
@@ -36,3 +36,28 @@ def test_the_critical_difference_bar_and_its_label_overlap_no_tick_label_and_sta
         assert not any(box.overlaps(tick) for tick in ticks), artist
         assert fig.bbox.contains(box.x0, box.y0) and fig.bbox.contains(box.x1, box.y1), artist
     assert label.get_text().strip() == f"CD = {cd:.2g}"
+
+
+def test_the_cost_figures_labels_never_overlap_and_stay_inside(tmp_path, monkeypatch):
+    """Methods crowded near the front: every label the figure draws fits without overlapping another."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    methods = [f"method_{k}" for k in range(24)]
+    group = [{"method": m, "metric": "naopc", "mean": float(0.5 + 0.01 * rng.normal()), "ci": None}
+             for m in methods]
+    cost = {m: [float(0.1 * (1 + 0.05 * k))] for k, m in enumerate(methods)}
+    statistics = {"metric": "naopc", "higher_is_better": True, "top": methods[:6], "floor_summary": {"mean": 0.45}}
+    table = Table("minilm-l6-sst2", "sst2", SimpleNamespace(name="naopc"), group, None, "", statistics)
+    drawn = []
+    save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path, title: drawn.append(fig) or save(fig, path, title))
+    assert len(figures.faithfulness_vs_cost(table, cost, tmp_path)) == 1
+    canvas = FigureCanvasAgg(drawn[0])
+    canvas.draw()
+    renderer, ax = canvas.get_renderer(), drawn[0].axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    assert len(boxes) >= 3  # the front and the top group get labels where they fit
+    assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
+    frame = ax.get_window_extent(renderer)
+    assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)

@@ -1,0 +1,268 @@
+"""Verdicts a referee can recompute: every claim about two methods rests on a test of those two methods.
+
+Mean-rank post-hoc tests (Nemenyi) decide A against B with the ranks of every other method in the pool, so
+adding or removing a third method can flip a pair (Benavoli, Corani & Mangili, JMLR 2016, "Should we really
+use post-hoc tests based on mean-ranks?"). Here each pair is tested on its own common examples:
+
+- the paired difference (oriented so that positive favours the first method), its mean with a Student-t
+  interval, the win / tie / loss counts and the win rate wins / (wins + losses);
+- the Wilcoxon signed-rank test (scipy, zero differences dropped) and the sign test (scipy's binomial test on
+  wins against losses); the verdict uses the sign test where ties dominate (more than half the examples);
+- the effect size: the matched-pairs rank-biserial correlation (Kerby 2014), (R+ − R−) / (R+ + R−), and d_z;
+- Holm's correction (statsmodels ``multipletests``) over the pairs of one table.
+
+Groups are derived from these results and never contradict them: the top group is the set of methods no other
+method beats pair by pair; the next group is the same among the methods left, and so on, so two methods that a
+test separates never share a group. The compact letter display (Piepho 2004, scikit-posthocs) is the complete
+picture: methods that share a letter are not separated.
+
+The random floor is compared apart, one Holm family of its own: each method is better than the floor, not
+separated from it, or worse. Methods with identical scores on every example are one behaviour
+(:func:`aliases`), merged before any statistic. The Bayesian signed-rank test (Benavoli et al. 2017) gives
+baycomp's three probabilities; :func:`bayes_signed_rank` computes them as baycomp does, vectorised (tested equal).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from itertools import combinations
+from typing import Optional, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sst
+
+ALPHA = 0.05  # family-wise error rate of one table's pairs (Holm)
+ROPE = 0.01  # region of practical equivalence of a mean difference, unless an evaluation declares one
+BAYES_DRAWS = 5000  # posterior draws of the Bayesian signed-rank test (its Monte-Carlo error is about 0.007 at most)
+TIES_DOMINATE = 0.5  # above this share of zero differences the sign test decides
+ALIAS_TOLERANCE = 1e-6  # float32 precision of model outputs: scores this close (relative to max(1, |s|)) agree
+FLOOR = "random_floor"  # the method name of the random floor's records
+
+
+def common(x: Sequence[Optional[float]], y: Sequence[Optional[float]]) -> tuple[np.ndarray, np.ndarray]:
+    """The values of two aligned lists on the examples where both are defined."""
+    pairs = [(a, b) for a, b in zip(x, y) if a is not None and b is not None]
+    array = np.array(pairs, dtype=np.float64).reshape(-1, 2)
+    return array[:, 0], array[:, 1]
+
+
+def format_p(p: Optional[float]) -> str:
+    """A p-value as text; one below the float range (scipy returns 0) is "< 1e-300", never "0"."""
+    if p is None:
+        return "–"
+    if p < 1e-300:
+        return "< 1e-300"
+    return f"{p:.2g}"
+
+
+def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_is_better: bool = True) -> dict:
+    """One pair on its common examples (positive favours x): n, mean difference [t-interval], wins / ties /
+    losses, win rate, Wilcoxon and sign-test p, the p the verdict uses and its test, rank-biserial r and d_z."""
+    a, b = common(x, y)
+    d = (a - b) * (1.0 if higher_is_better else -1.0)
+    n = len(d)
+    wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    ties = n - wins - losses
+    out = {"n": n, "wins": wins, "ties": ties, "losses": losses,
+           "win_rate": wins / (wins + losses) if wins + losses else None,
+           "difference": float(d.mean()) if n else None, "ci": None, "p_wilcoxon": 1.0, "p_sign": 1.0,
+           "rank_biserial": 0.0, "d_z": None}
+    if n >= 2:
+        sd = d.std(ddof=1)
+        if sd > 0:
+            out["ci"] = [float(v) for v in sst.t.interval(0.95, n - 1, loc=d.mean(), scale=sd / math.sqrt(n))]
+            out["d_z"] = float(d.mean() / sd)
+        else:
+            out["ci"] = [float(d[0])] * 2
+    nonzero = d[d != 0]
+    if len(nonzero):
+        ranks = sst.rankdata(np.abs(nonzero))
+        plus, minus = ranks[nonzero > 0].sum(), ranks[nonzero < 0].sum()
+        out["rank_biserial"] = float((plus - minus) / (plus + minus))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            out["p_wilcoxon"] = float(sst.wilcoxon(nonzero).pvalue)
+        out["p_sign"] = float(sst.binomtest(wins, wins + losses, 0.5).pvalue)
+    sign = n and ties / n > TIES_DOMINATE
+    out["test"] = "sign" if sign else "wilcoxon"
+    out["p"] = out["p_sign"] if sign else out["p_wilcoxon"]
+    # the direction the verdict reads: the sign test's wins against losses, or the signed ranks' balance
+    out["direction"] = float(np.sign(wins - losses)) if sign else float(np.sign(out["rank_biserial"]))
+    return out
+
+
+def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
+    """Holm-adjusted p-values (statsmodels ``multipletests``)."""
+    if not len(pvalues):
+        return []
+    from statsmodels.stats.multitest import multipletests  # heavy: only when a table is compared
+
+    return [float(p) for p in multipletests(list(pvalues), alpha=alpha, method="holm")[1]]
+
+
+def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA) -> dict:
+    """Every pair of ``values`` (per method, aligned per example) compared, Holm-corrected over the pairs.
+
+    Returns ``{"order", "mean", "n", "pairs", "tier", "letters", "top", "alpha", "pairs_tested"}``: ``order``
+    by mean (best first, the statistic a table shows), ``pairs`` keyed "A vs B" (A before B in ``order``) with
+    :func:`compare`'s fields plus ``p_holm``, ``separated`` and ``better`` (the better method's name, or None),
+    ``tier`` per method (1 = the top group: no method beats it pair by pair), ``letters`` the compact letter
+    display and ``top`` the methods of tier 1.
+    """
+    names = list(values)
+    sign = 1.0 if higher_is_better else -1.0
+    mean = {m: _mean(values[m]) for m in names}
+    order = sorted(names, key=lambda m: (-sign * mean[m] if mean[m] is not None else math.inf, names.index(m)))
+    pairs = {}
+    for a, b in combinations(order, 2):
+        pairs[f"{a} vs {b}"] = {"pair": [a, b], **compare(values[a], values[b], higher_is_better)}
+    adjusted = holm([p["p"] for p in pairs.values()], alpha)
+    for pair, p in zip(pairs.values(), adjusted):
+        pair["p_holm"] = p
+        pair["separated"] = bool(p < alpha and pair["direction"] != 0)
+        a, b = pair["pair"]
+        pair["better"] = (a if pair["direction"] > 0 else b) if pair["separated"] else None
+    tier = tiers(order, pairs)
+    return {"order": order, "mean": mean, "n": {m: sum(v is not None for v in values[m]) for m in names},
+            "pairs": pairs, "tier": tier, "top": [m for m in order if tier[m] == 1],
+            "letters": letters(order, pairs, alpha), "alpha": alpha, "pairs_tested": len(pairs)}
+
+
+def _mean(values: Sequence[Optional[float]]) -> Optional[float]:
+    defined = [v for v in values if v is not None]
+    return float(np.mean(defined)) if defined else None
+
+
+def beaten_by(pairs: dict) -> dict[str, set[str]]:
+    """Per method, the methods that beat it pair by pair."""
+    out: dict[str, set[str]] = {}
+    for pair in pairs.values():
+        a, b = pair["pair"]
+        out.setdefault(a, set())
+        out.setdefault(b, set())
+        if pair["better"] is not None:
+            out[b if pair["better"] == a else a].add(pair["better"])
+    return out
+
+
+def tiers(order: Sequence[str], pairs: dict) -> dict[str, int]:
+    """Group 1: the methods no method beats; group 2: the same among the rest; ... A method that beats another is
+    never in its group, so the groups never contradict a pairwise verdict."""
+    beaten = beaten_by(pairs)
+    left, out, g = list(order), {}, 0
+    while left:
+        g += 1
+        undominated = [m for m in left if not (beaten.get(m, set()) & set(left))]
+        for m in undominated:
+            out[m] = g
+        left = [m for m in left if m not in undominated]
+    return out
+
+
+def letters(order: Sequence[str], pairs: dict, alpha: float = ALPHA) -> dict[str, str]:
+    """The compact letter display of the Holm-adjusted pairwise p-values (scikit-posthocs): methods sharing a
+    letter are not separated."""
+    import scikit_posthocs as sp  # heavy: only when a table is compared
+
+    if len(order) < 2:
+        return {m: "a" for m in order}
+    matrix = pd.DataFrame(1.0, index=list(order), columns=list(order))
+    for pair in pairs.values():
+        a, b = pair["pair"]
+        matrix.loc[a, b] = matrix.loc[b, a] = pair["p_holm"] if pair["direction"] != 0 else 1.0
+    if len(order) > 52:  # more letter groups than the alphabet holds: no display
+        return {m: "" for m in order}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        display = sp.compact_letter_display(matrix, alpha=alpha)
+    return {m: str(display[m]).replace(" ", "") for m in order}
+
+
+def against_floor(values: dict[str, Sequence[Optional[float]]], floor: Sequence[Optional[float]],
+                  higher_is_better: bool, alpha: float = ALPHA) -> dict[str, dict]:
+    """Each method against the random floor on their common examples, Holm-corrected over the methods: verdict
+    "better", "not separated" or "worse", with :func:`compare`'s fields (positive favours the method)."""
+    out = {m: compare(v, floor, higher_is_better) for m, v in values.items()}
+    for m, p in zip(out, holm([r["p"] for r in out.values()], alpha)):
+        row = out[m]
+        row["p_holm"] = p
+        row["verdict"] = ("not separated" if p >= alpha or row["direction"] == 0 else
+                          "better" if row["direction"] > 0 else "worse")
+    return out
+
+
+def aliases(tables: Sequence[dict[str, Sequence[Optional[float]]]], tolerance: float = ALIAS_TOLERANCE
+            ) -> list[list[str]]:
+    """Groups of methods (two or more) whose values are the same, within ``tolerance`` relative to
+    max(1, |value|), on every example of every table (undefined where and only where the other is), in the order
+    the methods first appear. Such methods are one behaviour: ranking both counts it twice."""
+    names = list(dict.fromkeys(m for table in tables for m in table))
+
+    def same(a: str, b: str) -> bool:
+        for table in tables:
+            if (a in table) != (b in table):
+                return False
+            if a not in table:
+                continue
+            x, y = table[a], table[b]
+            if len(x) != len(y):
+                return False
+            for u, v in zip(x, y):
+                if (u is None) != (v is None):
+                    return False
+                if u is not None and abs(u - v) > tolerance * max(1.0, abs(u), abs(v)):
+                    return False
+        return bool(tables)
+
+    groups: list[list[str]] = []
+    placed: set[str] = set()
+    for a in names:
+        if a in placed:
+            continue
+        group = [a] + [b for b in names if b != a and b not in placed and same(a, b)]
+        placed.update(group)
+        if len(group) > 1:
+            groups.append(group)
+    return groups
+
+
+def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BAYES_DRAWS, seed: int = 0
+                      ) -> tuple[float, float, float]:
+    """baycomp's Bayesian signed-rank probabilities (Benavoli et al. 2017) of the differences ``d`` (positive
+    favours the first method): (P(first better), P(equivalent within ±rope), P(second better)), each the share of
+    posterior draws in which that outcome is the most probable of the three. The same draws and arithmetic as
+    ``baycomp.SignedRankTest.probs(d, 0)`` (tested equal), with the per-draw loop as one matrix product."""
+    d = np.asarray(d, dtype=np.float64)
+    diff = np.concatenate([[0.0], -d])  # baycomp's y - x with x = d, y = 0
+    sums = diff[:, None] + diff[None, :]
+    below = (sums < -2 * rope) + 0.5 * (sums == -2 * rope)  # baycomp's heaviside(-sums, 2 rope)
+    above = (sums > 2 * rope) + 0.5 * (sums == 2 * rope)
+    weights = np.ones(len(diff))
+    weights[0] = 0.5  # baycomp's prior
+    draws = np.random.RandomState(seed).dirichlet(weights, nsamples)
+    left = np.einsum("si,ij,sj->s", draws, below, draws, optimize=True)
+    right = np.einsum("si,ij,sj->s", draws, above, draws, optimize=True)
+    samples = np.stack([left, 1.0 - left - right, right], axis=1)
+    winner = samples.argmax(axis=1)  # baycomp's Posterior.probs: how often each outcome is the largest
+    counts = np.bincount(winner, minlength=3) / nsamples
+    return float(counts[0]), float(counts[1]), float(counts[2])
+
+
+def best_frequency(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, resamples: int = 1000,
+                   seed: int = 0) -> dict[str, float]:
+    """How often each method has the best mean over bootstrap resamples of the examples every method was scored
+    on (ties share the win)."""
+    names = list(values)
+    rows = [row for row in zip(*(values[m] for m in names)) if all(v is not None for v in row)]
+    matrix = np.array(rows, dtype=np.float64).reshape(len(rows), len(names))
+    if not len(rows):
+        return {}
+    sign = 1.0 if higher_is_better else -1.0
+    rng = np.random.default_rng(seed)
+    counts = np.zeros(len(names))
+    for _ in range(resamples):
+        means = sign * matrix[rng.integers(0, len(rows), len(rows))].mean(0)
+        best = np.flatnonzero(means == means.max())
+        counts[best] += 1.0 / len(best)
+    return {m: float(c / resamples) for m, c in zip(names, counts)}
