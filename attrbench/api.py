@@ -227,7 +227,7 @@ def attribute(model, texts: str | Sequence[str], methods, *, target: str | Seque
 def as_dataset(data, columns: Optional[Mapping[str, str]] = None) -> str:
     """A dataset name for ``data``: a name or file path as it is; a pandas DataFrame or a Hugging Face
     ``datasets.Dataset`` written once to a parquet file in the cache (named by its content) and read as a file of
-    your own (README, "Your own data"). ``columns`` maps the data's column names to attrbench's fields
+    your own (docs/own-data.md). ``columns`` maps the data's column names to attrbench's fields
     (``text``, ``label``, ``target``, ``id``, ``rationale``, ``sentence_good``, ``sentence_bad``)."""
     if isinstance(data, (str, Path)):
         if columns:

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # The checks that need a CUDA GPU, as one script for a lent GPU machine (no network there: the packages it lacks
-# travel as wheels in .whl/, the stand-in models' configs and tokenizers in .devrun/specs/; see README, GPU).
+# travel as wheels in .whl/, the stand-in models' configs and tokenizers in .devrun/specs/; see docs/performance.md, On a GPU).
 #   bash benchmarks/cuda_check.sh OUT_DIR
 # 1. tests/runtime/test_cuda.py and the device tests of test_runs.py (every method, metric and analysis on CUDA
 #    equals the CPU; a leaderboard run with device = "cuda" stores the CPU run's rows);
 # 2. forward cost by batch shape (bench_batching.py) on random-weight stand-ins of MiniLM and SmolLM2;
 # 3. the full config's per-example cost on the GPU (bench_leaderboard.py --device cuda) on the stand-ins;
-# 4. each method's seconds per example on the GPU (the timing evaluation), as the README's Methods table on the CPU:
+# 4. each method's seconds per example on the GPU (the timing evaluation), as docs/methods.md gives them on the CPU:
 #    MiniLM on 10 SST-2 dev examples, SmolLM2 on 4 Linzen items.
 # STEPS picks steps (default: "tests batching leaderboard costs"). Each step has its own time limit and writes
 # its log and JSON to OUT_DIR as it goes.

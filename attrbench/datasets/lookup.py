@@ -40,7 +40,7 @@ def dataset_plugin(name: str) -> Dataset:
     if looks_like_file(name):
         return FileDataset(name)
     raise InputError(f"unknown dataset '{name}'; registered: {', '.join(DATASETS.names())}; or give the path of "
-                     "a .jsonl, .csv, .tsv or .parquet file (see README, \"Your own data\")")
+                     "a .jsonl, .csv, .tsv or .parquet file (docs/own-data.md)")
 
 
 def sample(examples: list[Example], n: Optional[int], seed: int,

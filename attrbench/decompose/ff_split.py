@@ -5,7 +5,7 @@ the activation output whose sum is the real activation (so completeness holds). 
 once per layer on the real FF input; ``split`` runs per chunk of output rows.
 
 - ``ig``: exact zero-baseline Integrated Gradients in closed form (Kobayashi et al. 2024 used
-  captum's IG; README "How it works"): ``IG_j = p_j g(s)/s`` for a plain FF, and for a gated one
+  captum's IG; docs/architecture.md): ``IG_j = p_j g(s)/s`` for a plain FF, and for a gated one
   ``a_j S_c I1 + c_j I0`` with two shared 1-D integrals per element.
 - ``shapley-exact``, ``shapley-sampling`` (ours) and ``shap-exact``, ``shap-permutation``,
   ``shapley-kernel`` (the shap library): Shapley values with the token parts and the bias as

@@ -4,7 +4,7 @@ A decomposition of rows ``i`` (a chunk of c output tokens) is ``parts`` (m, c, d
 input-major, ``parts[j, i]`` is the vector ``F_i(x_j)`` that input token ``j`` contributes, so the
 batched head mixing writes exactly the layout the FF projection reads, with no copy — plus
 ``bias`` (c, d), with ``y_i = sum_j parts[j, i] + bias[i]`` (completeness). References: Kobayashi et al. 2020/2021/2024,
-Ferrando et al. 2022; the derivations are in the README's "How it works" and in each docstring.
+Ferrando et al. 2022; the derivations are in docs/architecture.md and in each docstring.
 """
 from __future__ import annotations
 

@@ -12,8 +12,8 @@ over its non-special tokens:
 
 Scores are read as evidence for the target, higher is more (as the erasure metrics read them).
 An example without a rationale, or whose rationale marks none or all of its tokens, tells nothing
-about a ranking: it has no value (``n_undefined``). Needs a dataset with rationales (README,
-"Your own data"); the planner refuses one without, before any work.
+about a ranking: it has no value (``n_undefined``). Needs a dataset with rationales
+(docs/own-data.md); the planner refuses one without, before any work.
 """
 import numpy as np
 

@@ -1,7 +1,7 @@
 """FF-inclusive norm-based maps of whole layers (Kobayashi et al. 2024, §4, Fig. 1).
 
 Each scope extends the attention block ``atb`` through the feed-forward block, whose activation
-is split over tokens by exact zero-baseline Integrated Gradients (closed form; README "How it works"):
+is split over tokens by exact zero-baseline Integrated Gradients (closed form; docs/architecture.md):
 
     Post-LN: atb = LN1∘RES1∘ATTN, atb_ff (+FF), atb_ff_res (+RES2), atb_ff_res_ln (+LN2 = whole layer)
     Pre-LN:  atb = RES1∘ATTN∘LN1, atb_ln (+LN2), atb_ln_ff (+FF), atb_ln_ff_res (+RES2 = whole layer)
