@@ -125,6 +125,12 @@ def minimum_n(k: int, alpha: float = ALPHA) -> int:
     return max(1, math.floor(math.log2(2 * pairs / alpha)) + 1)
 
 
+def minimum_floor_n(k: int, alpha: float = ALPHA) -> int:
+    """The fewest examples on which one of k methods can be shown to differ from the random floor: the exact p of a
+    method better on all n examples, 2/2^n, must pass Holm's first step over the k comparisons, alpha / k."""
+    return max(1, math.floor(math.log2(2 * max(1, k) / alpha)) + 1)
+
+
 def critical_difference(k: int, n: int, alpha: float = ALPHA) -> float:
     """Nemenyi's critical difference of average ranks (Demšar 2006, Eq. 5): q_alpha sqrt(k(k+1)/(6n)),
     q_alpha the studentised range quantile over sqrt(2)."""

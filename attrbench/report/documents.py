@@ -241,6 +241,7 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
             out.append(f"{name}: at most {stats['pair_n'][1] if stats.get('pair_n') else 0} examples per pair are "
                        f"too few to separate any of {stats['k']} methods by {metric} ({stats['k']} methods need n ≥ "
                        f"{stats['minimum_n']}).")
+            out += _floor_finding(name, metric, stats, votes)
             continue
         if stats["verdict"] == "no difference found":
             out.append(f"{name}: no pair of methods is separated by {metric} (n = {_n(stats)}; Wilcoxon "

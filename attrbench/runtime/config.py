@@ -26,6 +26,7 @@ A config (TOML, or YAML if PyYAML is installed; ``configs/default.toml`` is the 
     PARAM = VALUE
     [suite.eval_n]                      # optional: a smaller sample for an evaluation (e.g. an analysis)
     EVAL = N
+    floor_draws = 100                   # optional: seeded draws of a sampled random floor (a budget may take fewer)
 
 Every result row is keyed by all it depends on (``attrbench.runtime.store``), so a config may change
 between runs in one folder: a changed parameter, an added method or a larger n computes exactly the
@@ -55,7 +56,7 @@ TOP_KEYS = {"name": str, "seed": int, "dtype": str, "device": str, "budget": (st
             "batch_tokens": int, "bootstrap_resamples": int, "exclude_methods": list, "suite": list}
 SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "exclude_methods": list,
               "evals": list, "split": str, "method_params": dict, "eval_params": dict, "dataset_params": dict,
-              "eval_n": dict}
+              "eval_n": dict, "floor_draws": int}
 BUDGET_SYNTAX = "a number of seconds, or e.g. 90s, 15m, 1.5h, 1h50m"
 _BUDGET_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smh])")
 
@@ -228,13 +229,18 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
                 raise ConfigError(f"config key '{where}.eval_n.{name}': '{name}' is not in this suite's evals")
             if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
                 raise ConfigError(f"config key '{where}.eval_n.{name}' must be a whole number of at least 1")
+        draws = entry.get("floor_draws")
+        if draws is not None and draws < 2:
+            raise ConfigError(f"config key '{where}.floor_draws' must be at least 2 (a floor's Monte-Carlo error "
+                              "needs two draws)")
         config["suite"].append({"model": entry["model"], "dataset": dataset, "n": n, "methods": methods,
                                 **({"exclude_methods": list(excluded)} if excluded else {}),
                                 "evals": list(entry["evals"]), "split": entry.get("split"),
                                 "method_params": entry.get("method_params", {}),
                                 "eval_params": entry.get("eval_params", {}),
                                 "dataset_params": entry.get("dataset_params", {}),
-                                "eval_n": entry.get("eval_n", {})})
+                                "eval_n": entry.get("eval_n", {}),
+                                **({"floor_draws": draws} if draws is not None else {})})
     return config
 
 

@@ -26,7 +26,7 @@ from tqdm.auto import tqdm
 from ..errors import InputError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
-from ..ops.stats import RESAMPLES, minimum_n, summary, with_intervals
+from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, summary, with_intervals
 from ..plugin.evaluation import FLOOR_METHOD
 from ..plugin.method import Method
 from ..registry import EVALS
@@ -94,7 +94,8 @@ class Pipeline:
                 "forward_seconds", "attribution_seconds")
         totals = {"jobs": 0, **dict.fromkeys(keys, 0), "model_lengths": Counter()}  # rows sent per input length
         whole = {plan.index: dict(zip((e.id for e in plan.examples), plan.rows_per_example())) for plan in plans}
-        costs: dict[str, dict] = {}  # per suite: CPU seconds of the shards that computed whole examples
+        costs: dict[str, dict] = {}  # per suite: the examples this run computed whole and their CPU seconds
+        partial: dict[tuple, list] = {}  # (suite, example) -> [rows computed by this run, their CPU seconds]
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
@@ -107,11 +108,18 @@ class Pipeline:
             for key in keys:
                 totals[key] += counts.get(key, 0)
             totals["model_lengths"].update(counts.get("model_lengths", {}))
-            # a shard prices an example only if it computed all of its rows (an added method's shard is cheaper)
-            if job.analysis is None and all(len(cells) == whole[plan.index][e] for e, cells in job.rows.items()):
-                cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
-                cost["examples"] += len(job.rows)
-                cost["cpu_seconds"] += counts.get("cpu_seconds", 0.0)
+            # an example is priced once this run has computed all of its rows, in one shard or over a verdict's
+            # shard and a later one (each shard's seconds shared by its rows); an added method's rows price none
+            if job.analysis is None:
+                size = sum(len(cells) for cells in job.rows.values())
+                for e, cells in job.rows.items():
+                    part = partial.setdefault((plan.index, e), [0, 0.0])
+                    part[0] += len(cells)
+                    part[1] += counts.get("cpu_seconds", 0.0) * len(cells) / size
+                    if part[0] == whole[plan.index][e]:
+                        cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
+                        cost["examples"] += 1
+                        cost["cpu_seconds"] += part[1]
             self.store.put(rows, meta=tally(costs, bool(rows)) if tally else None)
             bar.update(job.size())
         bar.close()
@@ -132,27 +140,50 @@ class Pipeline:
 
 
 def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Job]:
-    """The order of a run's jobs, ranks first within a budget: the scoring shards of the suites that can rank,
-    round-robin, until each has the examples its ranking needs (:func:`ranking_needs`); then the analyses of the
-    models (which rank nothing); then every suite's remaining shards round-robin, so all cells grow together."""
+    """The order of a run's jobs, verdicts first within a budget: for each suite that can reach a verdict, the rows
+    of its headline evaluation (and of the unranked ones, cost and checks, which read the attributions and cost no
+    model output) on the examples the verdict needs (:func:`ranking_needs`), round-robin across suites; then the
+    analyses of the models; then every suite's remaining rows (the other metrics of those examples, then whole
+    examples) round-robin, so all cells grow together."""
     scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
     analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]
-    first = []  # per suite, its shards (a prefix, in sampling order) that hold the examples its ranking needs
+    heads, tails = [], []
     for plan, jobs in zip(plans, scoring):
         needed = {example.id for example in plan.examples[:ranking_needs(plan)]}
-        first.append(sum(1 for job in jobs if needed & job.rows.keys()))
-    head = _round_robin([jobs[:k] for jobs, k in zip(scoring, first)])
-    tail = _round_robin([jobs[k:] for jobs, k in zip(scoring, first)])
-    return [job for round_ in head for job in round_] + analyses + [job for round_ in tail for job in round_]
+        lead = {evaluation.key for evaluation in headline_evaluations(plan)}
+        head, tail = [], []
+        for job in jobs:
+            first = {i: [c for c in cells if c[0] in lead] for i, cells in job.rows.items() if i in needed}
+            rest = {i: [c for c in cells if i not in needed or c[0] not in lead] for i, cells in job.rows.items()}
+            head += [Job(job.suite, {i: c for i, c in first.items() if c})] if any(first.values()) else []
+            tail += [Job(job.suite, {i: c for i, c in rest.items() if c})] if any(rest.values()) else []
+        heads.append(head)
+        tails.append(tail)
+    return ([job for round_ in _round_robin(heads) for job in round_] + analyses
+            + [job for round_ in _round_robin(tails) for job in round_])
+
+
+def headline_evaluations(plan: SuitePlan) -> list:
+    """A suite's headline evaluation (its ranked faithfulness evaluation with the lowest ``headline``) and its
+    unranked scoring evaluations (cost, checks): what a first verdict needs."""
+    ranked = [e for e, _ in plan.scoring if e.ranked and e.family == "faithfulness"]
+    if not ranked:
+        return []
+    return [min(ranked, key=lambda e: e.headline)] + [e for e, _ in plan.scoring if not e.ranked]
 
 
 def ranking_needs(plan: SuitePlan) -> int:
-    """The examples a suite must have before its tables can rank: the largest ``minimum_n`` (of its methods) among
-    the ranked evaluations whose sample can reach it (timing ranks nothing). 0 when none can, as SmolLM2's in the
-    default: it cannot rank in this run, so it waits behind the suites that can."""
-    needs = [minimum_n(len(methods)) for evaluation, methods in plan.scoring if evaluation.ranked]
-    samples = [len(plan.sample_for(evaluation)) for evaluation, _ in plan.scoring if evaluation.ranked]
-    return max((need for need, sample in zip(needs, samples) if sample >= need), default=0)
+    """The examples a suite's headline must have for its verdicts: enough for a pair of its methods to be separated
+    (``minimum_n``) and for a method to be separated from the random floor (``minimum_floor_n``), or the first of
+    these that its sample can reach; 0 when neither can (it waits behind the suites that can)."""
+    lead = headline_evaluations(plan)
+    if not lead:
+        return 0
+    methods = next(methods for evaluation, methods in plan.scoring if evaluation is lead[0])
+    sample = len(plan.sample_for(lead[0]))
+    needs = sorted({minimum_n(len(methods)), minimum_floor_n(len(methods))} if plan.has_floor(lead[0])
+                   else {minimum_n(len(methods))})
+    return max((need for need in needs if sample >= need), default=0)
 
 
 def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:

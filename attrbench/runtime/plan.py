@@ -17,6 +17,7 @@ their sample. Every executor goes through :func:`run_job`.
 """
 from __future__ import annotations
 
+import copy
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ class Suite:
     shared_params: dict = field(default_factory=dict)  # a value for every evaluation that declares it (--rank)
     example_ids: Optional[tuple[str, ...]] = None
     baseline: bool = False
+    floor_draws: Optional[int] = None  # seeded draws of a sampled floor (None: the evaluation's, 100)
 
     @classmethod
     def from_config(cls, entry: dict) -> "Suite":
@@ -72,7 +74,7 @@ class Suite:
                    methods if isinstance(methods, str) else tuple(methods), entry.get("n"), entry.get("split"),
                    tuple(entry.get("exclude_methods", ())), entry.get("method_params") or {},
                    entry.get("eval_params") or {}, entry.get("dataset_params") or {}, entry.get("eval_n") or {},
-                   baseline=True)
+                   baseline=True, floor_draws=entry.get("floor_draws"))
 
 
 def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
@@ -238,6 +240,9 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
             analyses.append(evaluation)
             continue
         if suite.baseline and evaluation.has_floor:
+            if suite.floor_draws is not None:  # an instance setting: part of the floor rows' key alone
+                evaluation = copy.copy(evaluation)
+                evaluation.floor_draws = suite.floor_draws
             floors.add(evaluation.key)
         elif suite.baseline and evaluation.family == "faithfulness" and "random" not in {m.name for m in given} \
                 and "random" not in suite.exclude_methods:

@@ -23,7 +23,7 @@ import attrbench
 from attrbench import load_run
 from attrbench.report import write_report
 from attrbench.report.documents import progress_line
-from attrbench.runtime.config import parse_budget, read_config
+from attrbench.runtime.config import ConfigError, parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
 from attrbench.runtime.options import RunOptions
 from attrbench.runtime.pipeline import collect, evaluate, plan_config, run_leaderboard
@@ -222,6 +222,26 @@ def test_a_leaderboard_puts_the_random_floor_in_place_of_one_random_draw(config_
     assert first["example_costs"]["tiny-gpt2|sva-generated:default"]["examples"] == 3  # floor rows counted whole
     again = run_leaderboard(config, run_dir, progress=False)
     assert (again["rows"], again["model_rows"], again["attributions"]) == (0, 0, 0)
+
+
+def test_a_config_may_draw_fewer_floor_draws_and_they_key_the_floor_rows(config_file, tmp_path):
+    """A budgeted config sets floor_draws: the floor rows are keyed by it (the methods' rows are not), the records
+    say it, and another count computes the floor rows alone again. Fewer than two draws is refused."""
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["naopc"], methods=["alti"], n=2, floor_draws=5)
+    run_dir = tmp_path / "run"
+    run_leaderboard(config, run_dir, progress=False)
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    assert {m for (m,) in db.execute("SELECT method FROM results WHERE method LIKE 'floor%'")} == {"floor(draws=5)"}
+    floors = [r for r in collect(run_dir)[0] if r["method"] == "random_floor"]
+    assert floors and all(r["floor"]["draws"] == 5 for r in floors)
+    config["suite"][0]["floor_draws"] = 7
+    again = run_leaderboard(config, run_dir, progress=False)
+    assert again["rows"] == 2 and again["attributions"] == 0  # the floor rows of two examples, nothing else
+    section = "[suite.eval_params.naopc]"
+    Path(config_file).write_text(Path(config_file).read_text().replace(section, f"floor_draws = 1\n{section}"))
+    with pytest.raises(ConfigError, match="floor_draws' must be at least 2"):
+        read_config(config_file)
 
 
 def test_floor_rows_join_a_published_folder_that_predates_them(config_file, tmp_path, monkeypatch):
@@ -590,30 +610,45 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path)
         {plan.name: len(plan.examples) for plan in plans}
 
 
-def test_a_budget_goes_to_the_suites_that_can_rank_first_then_the_analyses_then_growth(tmp_path):
-    """Two methods need 6 examples to be separable (minimum_n(2)); a suite capped below that cannot rank in this
-    run, so it waits behind the one that can; the analyses come once every rankable suite can rank; a resumed
-    run counts what the store already holds. Timing ranks nothing, so the map method it alone takes (3 methods
-    would need 7 examples, a fourth shard) does not count."""
-    from attrbench.ops.stats import minimum_n
+def test_a_budget_goes_to_the_headline_verdicts_first_then_the_analyses_then_growth(tmp_path):
+    """Verdicts first: a suite's headline evaluation (naopc) and the unranked ones (timing) on the examples its
+    verdicts need — two methods need 6 examples for a pair (minimum_n(2)) and 7 to be separated from the random
+    floor (minimum_floor_n(2), Holm over 2) — round-robin across the suites that can reach them; a suite capped
+    below both waits; then the analyses; then the other metrics of those examples and whole examples. A resumed run
+    counts what the store holds."""
+    from attrbench.ops.stats import minimum_floor_n, minimum_n
     from attrbench.runtime.pipeline import _schedule, ranking_needs
     from attrbench.runtime.plan import missing_jobs
 
-    assert minimum_n(2) == 6 and minimum_n(3) == 7
+    assert (minimum_n(2), minimum_floor_n(2), minimum_n(23), minimum_floor_n(23)) == (6, 7, 14, 10)
     suite = ('dataset = "sva-generated"\nmethods = ["alti", "random", "attn_w"]\n'
-             'evals = ["erasure_aopc", "timing", "mixing_ratio"]\n')
-    path = tmp_path / "order.toml"  # the first suite cannot rank (n = 4), the second can at 6 of its 10
+             'evals = ["naopc", "erasure_aopc", "timing", "mixing_ratio"]\n')
+    path = tmp_path / "order.toml"  # the first suite cannot reach a verdict (n = 4), the second can at 7 of its 10
     path.write_text(f'name = "order"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 4\n'
                     f'[[suite]]\nmodel = "tiny-llama"\n{suite}n = 10\n')
     plans = plan_config(read_config(path))
-    assert [ranking_needs(plan) for plan in plans] == [0, 6]
-    jobs = [missing_jobs(plan, set(), 2) for plan in plans]
-    order = [(job.suite, "analysis" if job.analysis else len(job.rows)) for job in _schedule(plans, jobs)]
-    assert order == [(1, 2)] * 3 + [(0, "analysis"), (1, "analysis")] + [(0, 2), (1, 2), (0, 2), (1, 2)]
+    assert [ranking_needs(plan) for plan in plans] == [0, 7]
+
+    def shape(jobs):
+        return [(job.suite, "analysis" if job.analysis else len(job.rows)) for job in jobs]
+
+    queue = _schedule(plans, [missing_jobs(plan, set(), 2) for plan in plans])
+    # the tail: suite 0 whole (it cannot reach a verdict), and suite 1's erasure_aopc rows of its first 7 examples
+    # in their shards (the 4th with example 8's rows whole), then its examples 9-10
+    assert shape(queue) == [(1, 2), (1, 2), (1, 2), (1, 1), (0, "analysis"), (1, "analysis"), (0, 2), (1, 2),
+                            (0, 2), (1, 2), (1, 2), (1, 2), (1, 2)]
+    evals = lambda job: {plans[job.suite].evaluation(cell[0]).name for cells in job.rows.values()  # noqa: E731
+                         for cell in cells}
+    assert all(evals(job) == {"naopc", "timing"} for job in queue[:4])  # the headline and cost: a verdict
+    assert evals(queue[7]) == {"erasure_aopc"}  # then the other metrics of the examples already judged
+    every = {key for *_, key in plans[1].rows()}
+    queued = {cell[2] for job in queue if job.suite == 1 and not job.analysis for cells in job.rows.values()
+              for cell in cells}
+    assert queued == every  # nothing lost in the split, nothing twice
     done = {key for *_, example, key in plans[1].rows() if example.id in {e.id for e in plans[1].examples[:4]}}
-    resumed = [missing_jobs(plans[0], set(), 2), missing_jobs(plans[1], done, 2)]
-    order = [(job.suite, "analysis" if job.analysis else len(job.rows)) for job in _schedule(plans, resumed)]
-    assert order == [(1, 2), (0, "analysis"), (1, "analysis"), (0, 2), (1, 2), (0, 2), (1, 2)]
+    resumed = _schedule(plans, [missing_jobs(plans[0], set(), 2), missing_jobs(plans[1], done, 2)])
+    assert shape(resumed) == [(1, 2), (1, 1), (0, "analysis"), (1, "analysis"), (0, 2), (1, 2), (0, 2), (1, 2),
+                              (1, 2)]
 
 
 def test_ray_workers_give_the_same_results_and_compute_shared_work_once(config_file, tmp_path):
