@@ -59,9 +59,9 @@ class Pipeline:
         """Every suite made concrete, all pairings, parameters and targets checked before any work."""
         return [plan_suite(self.context, suite, k, self.seed) for k, suite in enumerate(suites)]
 
-    def jobs(self, plans: Sequence[SuitePlan], only: Optional[list[set[str]]] = None) -> list[list[Job]]:
-        """Per suite, the jobs that compute its rows not yet in the store (``only``: per suite, the examples
-        to compute, and no analysis)."""
+    def jobs(self, plans: Sequence[SuitePlan], only: Optional[list[set[tuple[str, str]]]] = None) -> list[list[Job]]:
+        """Per suite, the jobs that compute its rows not yet in the store (``only``: per suite, the (evaluation,
+        example) cells to compute, and no analysis)."""
         out = []
         for k, plan in enumerate(plans):
             keys = [key for *_, key in plan.rows()] + [plan.analysis_key(e) for e in plan.analyses]
@@ -70,7 +70,7 @@ class Pipeline:
         return out
 
     def execute(self, plans: Sequence[SuitePlan], executor=None, budget: Optional[float] = None,
-                started: Optional[float] = None, only: Optional[list[set[str]]] = None,
+                started: Optional[float] = None, only: Optional[list[set[tuple[str, str]]]] = None,
                 tally: Optional[Callable[[dict, bool], dict]] = None) -> dict:
         """Compute the missing rows, shards round-robin across suites, no new shard once ``budget`` seconds
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction,
@@ -142,9 +142,10 @@ class Pipeline:
 def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Job]:
     """The order of a run's jobs, verdicts first within a budget: for each suite that can reach a verdict, the rows
     of its headline evaluation (and of the unranked ones, cost and checks, which read the attributions and cost no
-    model output) on the examples the verdict needs (:func:`ranking_needs`), round-robin across suites; then the
-    analyses of the models; then every suite's remaining rows (the other metrics of those examples, then whole
-    examples) round-robin, so all cells grow together."""
+    model output) on the examples the verdict needs (:func:`ranking_needs`), suite by suite in the config's order
+    (so a budget too short for all still brings the first suites to their verdicts, rather than every suite
+    short of one); then the analyses of the models; then every suite's remaining rows (the other metrics of those
+    examples, then whole examples) round-robin, so all cells grow together."""
     scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
     analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]
     heads, tails = [], []
@@ -159,7 +160,7 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Jo
             tail += [Job(job.suite, {i: c for i, c in rest.items() if c})] if any(rest.values()) else []
         heads.append(head)
         tails.append(tail)
-    return ([job for round_ in _round_robin(heads) for job in round_] + analyses
+    return ([job for jobs in heads for job in jobs] + analyses
             + [job for round_ in _round_robin(tails) for job in round_])
 
 
@@ -341,8 +342,9 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
                        started=store.meta("started") or time.strftime(
                            "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
         stage = time.monotonic()
-        # extending: what the config adds on the published examples only (no cell grows, no analysis is added)
-        only = [store.examples(plan.name) for plan in plans] if extend is not None else None
+        # extending: what the config adds on the published cells only, each metric on the examples it was published
+        # with (no cell grows, no metric is added to an example, no analysis is added)
+        only = [store.cells(plan.name) for plan in plans] if extend is not None else None
         before = {key: store.meta(key) for key in ("runs", "cpu_hours", "example_costs")}
 
         def tally(costs: dict, stored: bool) -> dict:
@@ -430,7 +432,7 @@ def _costs_device(store: Store) -> Optional[str]:
 
 
 META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",
-             "last_run", "runs", "cpu_hours", "example_costs")
+             "last_run", "runs", "cpu_hours", "example_costs", "extended_from")
 
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:

@@ -274,14 +274,15 @@ class Job:
                    tuple(job["analysis"]) if job["analysis"] else None)
 
 
-def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int, only: Optional[set[str]] = None) -> list[Job]:
+def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int,
+                 only: Optional[set[tuple[str, str]]] = None) -> list[Job]:
     """The jobs that compute a suite's missing rows: its analyses, then shards of examples in sampling order
-    (``only``: just these examples, and no analysis)."""
+    (``only``: just the rows of these (evaluation key, example id) cells, and no analysis)."""
     jobs = [Job(plan.index, analysis=(e.key, plan.analysis_key(e))) for e in plan.analyses
             if plan.analysis_key(e) not in done and only is None]
     todo: dict[str, list] = {}
     for evaluation, method, example, key in plan.rows():
-        if key not in done and (only is None or example.id in only):
+        if key not in done and (only is None or (evaluation.key, example.id) in only):
             todo.setdefault(example.id, []).append((evaluation.key, method_key(method), key))
     order = [e.id for e in plan.examples if e.id in todo]
     for start in range(0, len(order), shard_size):

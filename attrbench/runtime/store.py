@@ -113,6 +113,11 @@ class Store:
         return {row[0] for row in self.db.execute(
             "SELECT DISTINCT example FROM results WHERE suite = ? AND example != 'sample'", (suite,))}
 
+    def cells(self, suite: str) -> set[tuple[str, str]]:
+        """The (evaluation key, example id) pairs a suite has rows for (the sample of an analysis excluded)."""
+        return set(self.db.execute(
+            "SELECT DISTINCT eval, example FROM results WHERE suite = ? AND example != 'sample'", (suite,)))
+
     def put(self, rows: list[dict], meta: Optional[dict] = None) -> None:
         """Store rows (``key, suite, eval, method, example, payload``) in one transaction: all or none,
         with ``meta`` values where given (a run's running totals). A row already stored is left as it is."""
@@ -316,15 +321,21 @@ def run_store(run_dir: str | Path, cache: Path) -> Optional[Path]:
     return target
 
 
+def is_run_folder(run_dir: str | Path) -> bool:
+    """Whether runs wrote this folder (it has their lock file), as opposed to a published copy of one."""
+    return (Path(run_dir) / ".lock").is_file()
+
+
 @contextmanager
 def writer_lock(run_dir: Path) -> Iterator[None]:
     """One writer per run folder: an exclusive lock on ``run_dir/.lock`` for as long as a run writes. A second
     run on the folder is refused with a one-line error naming the holder; a holder that died (SIGKILL
     included) holds nothing, since the OS drops its lock. (Where there are no POSIX locks, not enforced.)"""
+    handle = open(Path(run_dir) / ".lock", "a+")  # left behind: it also marks a folder that runs wrote
     if fcntl is None:
+        handle.close()
         yield
         return
-    handle = open(Path(run_dir) / ".lock", "a+")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

