@@ -36,6 +36,7 @@ from .report.plot import save_figure, scores_figure
 from .report.tables import leaderboard_tables
 from .runtime import pipeline
 from .runtime.config import read_config, validate_config
+from .runtime.store import is_run_folder
 from .runtime.options import RunOptions
 
 __all__ = ["Attributions", "Scores", "RunResults", "attribute", "evaluate", "run", "load_run", "as_dataset"]
@@ -368,9 +369,24 @@ class RunResults:
         cost per example; None when every planned example is scored."""
         return progress_line(self.meta, self.records)
 
-    def report(self) -> dict:
-        """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and the figures; returns their paths."""
-        return write_report(self.run_dir)
+    def report(self, out: str | Path | None = None) -> dict:
+        """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and the figures into ``out``; returns their
+        paths. By default a run's folder gets them; a published folder (no run wrote it here, e.g.
+        ``reports/default``) is left as it is and they go to ``attrbench-reports/<its name>``: pass
+        ``out=run_dir`` to rewrite its own."""
+        if out is None:
+            out = self.run_dir if is_run_folder(self.run_dir) else Path("attrbench-reports") / self.run_dir.name
+        return write_report(self.run_dir, out)
+
+    def __repr__(self) -> str:
+        n: dict[str, int] = {}
+        for r in self.records:  # a suite's n: the most examples any of its metrics scored
+            suite = f"{r['model']}|{r['dataset']}"
+            n[suite] = max(n.get(suite, 0), r.get("n") or 0)
+        methods = len({r["method"] for r in self.records})
+        return (f"<RunResults {self.meta.get('config', {}).get('name', '?')!r} from {self.run_dir}: {methods} "
+                f"methods, {len(self.records)} method × metric results; "
+                + ", ".join(f"{s} n = {k}" for s, k in n.items()) + ">")
 
     def _repr_html_(self) -> str:
         tables = "".join(f"<h4>{html.escape(title)}</h4>{frame.to_html(index=False)}"

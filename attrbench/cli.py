@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import torch
 import transformers
 
 from .api import attribute, load_run
@@ -18,13 +19,14 @@ from .decompose import FF_ATTRIBUTIONS, decompose
 from .errors import AttrbenchError, InputError, one_line
 from .models import list_models, load_model, supported_architectures
 from .models.training.tasks import TASK_MODELS, retrain, task_model_folder, training_record
-from .registry import DATASETS, EVALS, METHODS
+from .registry import DATASETS, EVALS, METHODS, load_plugin_files
 from .report import write_report
+from .report.documents import budget_line
 from .report.plot import plot_maps
 from .runtime.config import read_config
 from .runtime.executors import LocalExecutor, RayExecutor
 from .runtime.options import DTYPES, RunOptions
-from .runtime.pipeline import evaluate, run_leaderboard, score_attributions
+from .runtime.pipeline import costs_kind, evaluate, run_leaderboard, score_attributions
 from .runtime.provenance import provenance, table, write_results
 
 # not results.parquet: that name is a compactly published folder's rows (runtime.store.COMPACT)
@@ -126,10 +128,14 @@ def cmd_methods(args) -> None:
     if args.json:
         print(json.dumps(rows, indent=1))
         return
-    name_width, family_width = (max(len(row[key]) for row in rows) for key in ("name", "family"))
-    for row in rows:
-        mark = "complete" if row["complete"] else row["axiom"] or ""
-        print(f"{row['name']:<{name_width}} {row['family']:<{family_width}} {mark:<12} {row['description']}")
+    # the axiom a method is checked against (complete: its parts sum to the model's output) in a column of its own
+    columns = [("method", [row["name"] for row in rows]), ("family", [row["family"] for row in rows]),
+               ("axiom", ["complete" if row["complete"] else row["axiom"] or "-" for row in rows])]
+    widths = [max(len(title), *map(len, values)) for title, values in columns]
+    lines = [[title for title, _ in columns] + ["description"]] + [
+        [values[i] for _, values in columns] + [row["description"]] for i, row in enumerate(rows)]
+    for line in lines:
+        print("  ".join(f"{cell:<{width}}" for cell, width in zip(line, widths)) + "  " + line[-1])
 
 
 def cmd_evals(args) -> None:
@@ -312,8 +318,15 @@ def cmd_run(args) -> None:
           f"({summary['model_rows']} model outputs, {summary['attributions']} attributions); {state}. Planning "
           f"(loading models, sampling) {summary['plan_seconds']:.0f} s, computing {summary['compute_seconds']:.0f} s, "
           f"report {summary['report_seconds']:.0f} s")
+    if paths["findings"]:
+        print("\nfindings:\n" + "\n".join(f"- {finding}" for finding in paths["findings"]) + "\n")
     if paths["progress"]:
         print(f"progress: {paths['progress']}")
+        run = load_run(run_dir)
+        workers = torch.get_num_threads() if costs_kind(run.meta) == "cpu" else 1
+        more = budget_line(run.meta, run.records, 1800, workers)
+        if more:
+            print(f"the same command with --budget 30m would continue, at the cost per example measured: {more}")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
 
 
@@ -352,6 +365,11 @@ def cmd_score(args) -> None:
     print(f"\nresults: {path} (+ .csv)")
 
 
+def add_plugins(p) -> None:
+    p.add_argument("--plugins", action="append", metavar="FILE.py", help="a Python file whose plugins "
+                   "(@attrbench.register) to use, as an installed package's would be; repeatable")
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error is one line (like every other error) that points to --help."""
 
@@ -368,6 +386,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_models)
 
     p = sub.add_parser("methods", help="list the registered methods")
+    add_plugins(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_methods)
 
@@ -392,6 +411,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_decompose)
 
     p = sub.add_parser("attribute", help="input attribution scores of one or more methods for a target")
+    add_plugins(p)
     p.add_argument("--model", required=True)
     p.add_argument("--method", required=True, help="one or more, comma-separated")
     p.add_argument("--text", required=True)
@@ -411,6 +431,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_attribute)
 
     p = sub.add_parser("eval", help="score methods with evaluations on a dataset sample; writes results")
+    add_plugins(p)
     p.add_argument("--model", required=True)
     p.add_argument("--method", default="", help="comma-separated, or 'all' (analyses take none)")
     p.add_argument("--eval", required=True, help="comma-separated evaluation names (see `attrbench evals`)")
@@ -432,10 +453,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("evals", help="list the registered evaluations")
+    add_plugins(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_evals)
 
     p = sub.add_parser("datasets", help="list the registered datasets (built-in and entry-point plugins)")
+    add_plugins(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_datasets)
 
@@ -448,6 +471,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_prepare)
 
     p = sub.add_parser("run", help="the main job: a leaderboard run from a config, then its report")
+    add_plugins(p)
     p.add_argument("config", nargs="?", help="TOML (or YAML) run config, or a shipped one by name: default (the "
                                              "default when left out) or full (the whole evaluation sets)")
     p.add_argument("--out", default="attrbench-runs", help="parent folder of run folders (default attrbench-runs)")
@@ -470,6 +494,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("score", help="score attributions computed by another tool (JSON lines)")
+    add_plugins(p)
     p.add_argument("--attributions", required=True, metavar="FILE.jsonl",
                    help='one object per line: {"id" or "text", "tokens" or "input_ids", "scores"}')
     p.add_argument("--model", required=True)
@@ -491,6 +516,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exit_:  # usage errors (one line, exit 2), --help (exit 0)
         return int(exit_.code or 0)
     try:
+        load_plugin_files(getattr(args, "plugins", None) or [])
         args.func(args)
     except AttrbenchError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -18,11 +18,14 @@ Every registered method is picked up by the conformance suite and the CLI.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
+import sys
 from importlib.metadata import entry_points
-from typing import Any
+from pathlib import Path
+from typing import Any, Iterable
 
-from .errors import UnknownPluginError
+from .errors import InputError, UnknownPluginError
 
 
 class Registry:
@@ -111,3 +114,30 @@ def register(plugin: Any, name: str | None = None) -> Any:
         registry.remove(key)  # a notebook cell run again: its new class replaces the old one
     registry.add(instance, name)
     return plugin
+
+
+def load_plugin_files(paths: Iterable[str | Path]) -> list[str]:
+    """Import Python files that register plugins (``@attrbench.register``), as a package's entry points would:
+    the CLI's ``--plugins FILE``. Returns the names they added; a file that cannot be imported, or that registers
+    nothing, is a one-line error."""
+    added = []
+    for path in map(Path, paths):
+        if path.suffix != ".py" or not path.is_file():
+            raise InputError(f"--plugins {path}: not a Python file; give the path of a .py file that registers "
+                             "its plugins with @attrbench.register")
+        spec = importlib.util.spec_from_file_location(f"attrbench_plugins_{path.stem}", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # so its classes pickle (Ray) and dataclasses resolve their module
+        try:
+            spec.loader.exec_module(module)
+        except Exception as err:
+            del sys.modules[spec.name]
+            raise InputError(f"--plugins {path}: importing it failed ({type(err).__name__}: {err}); fix the file "
+                             "(run it with python to see the traceback)") from err
+        new = [name for registry in REGISTRIES.values() for name, plugin in registry._plugins.items()
+               if type(plugin).__module__ == spec.name]
+        if not new:
+            raise InputError(f"--plugins {path}: it registers no plugin; decorate its classes with "
+                             "@attrbench.register")
+        added += new
+    return added

@@ -224,3 +224,21 @@ def test_a_published_run_loads_and_its_means_are_the_leaderboards(name):
         for column in [c for c in frame.columns if c.endswith(("↑", "↓"))]:
             for cell in frame[column]:
                 assert f"| {cell} |" in markdown, (title, column, cell)
+
+
+def test_a_run_shows_itself_in_one_line_and_a_published_folder_is_reported_elsewhere(tmp_path, monkeypatch):
+    run = attrbench.load_run(REPORTS / "default")
+    shown = repr(run)
+    assert len(shown) < 400 and "\n" not in shown and "'default'" in shown, shown
+    published = {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()}
+    monkeypatch.chdir(tmp_path)
+    paths = run.report()  # a published folder: its documents are left as they are
+    assert paths["leaderboard"].resolve() == (tmp_path / "attrbench-reports" / "default" / "leaderboard.md")
+    assert {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()} == published
+    # the same rows give the same bytes: a second rendering changes nothing, figures and page included
+    again = attrbench.load_run(REPORTS / "default").report(out=tmp_path / "again")
+    first, second = (sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
+                     for folder in (paths["html"].parent, again["html"].parent))
+    assert first == second and len([p for p in first if p.suffix == ".png"]) >= 6
+    for name in first:
+        assert (paths["html"].parent / name).read_bytes() == (again["html"].parent / name).read_bytes(), name

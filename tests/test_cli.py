@@ -28,6 +28,58 @@ def test_models_and_methods_json(capsys):
     assert main(["methods", "--json"]) == 0
     methods = json.loads(capsys.readouterr().out)
     assert {"attn_w", "attn_n", "attn_res_n", "atb_ff_res_ln", "atb_ln_ff_res"} <= {m["name"] for m in methods}
+    assert main(["methods"]) == 0  # a table: the axiom checked has a column of its own, apart from the description
+    lines = capsys.readouterr().out.splitlines()
+    start = lines[0].index("description")
+    assert lines[0].split() == ["method", "family", "axiom", "description"]
+    for line, method in zip(lines[1:], methods):
+        assert line[start:] == method["description"] and line[start - 2:start] == "  ", line
+
+
+PLUGIN_FILE = """
+import numpy as np
+
+import attrbench
+from attrbench.plugin import Method, MethodResult
+
+
+@attrbench.register
+class FirstWord(Method):
+    \"\"\"All of the attribution on the first token.\"\"\"
+
+    name, family, output = "first_word", "baseline", "scores"
+    description = "1 on the first token, 0 elsewhere"
+
+    def run(self, adapter, texts, *, targets, layers, truncate):
+        batch = adapter.encode(texts, truncate=truncate)
+        return [MethodResult(self.name, adapter.name, batch.tokens[b], np.eye(n)[0], None)
+                for b, n in enumerate(batch.lengths)]
+"""
+
+
+def test_plugins_load_from_a_file_given_on_the_command_line(tmp_path, capsys):
+    from attrbench.registry import METHODS
+
+    path = tmp_path / "first_word.py"
+    path.write_text(PLUGIN_FILE)
+    try:
+        assert main(["attribute", "--plugins", str(path), "--model", "tiny-bert", "--method", "first_word,grad_l2",
+                     "--text", "dogs run", "--json"]) == 0
+        out = {entry["method"]: entry["scores"] for entry in json.loads(capsys.readouterr().out)}
+        assert out["first_word"][0] == 1.0 and sum(out["first_word"]) == 1.0 and len(out["grad_l2"]) > 1
+        assert main(["methods", "--plugins", str(path), "--json"]) == 0
+        assert "first_word" in {m["name"] for m in json.loads(capsys.readouterr().out)}
+    finally:
+        METHODS.remove("first_word")
+    broken = tmp_path / "broken.py"
+    broken.write_text("import attrbench\nraise RuntimeError('typo')\n")
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    for bad, message in ((tmp_path / "missing.py", "not a Python file"), (broken, "RuntimeError: typo"),
+                         (empty, "registers no plugin")):
+        assert main(["methods", "--plugins", str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
 
 
 def test_attribute_several_methods_json_and_plot(capsys, tmp_path):

@@ -25,7 +25,7 @@ class Timing(Evaluation):
     primary_metric = "seconds_per_example"
     higher_is_better = {"seconds_per_example": False, "peak_mb": False, "seconds_per_token": False,
                         "cost_vs_forward": False}
-    figures = ("cost", "bars")
+    figures = ("cost", "medians")
     cost_columns = {"seconds_per_example": ("s / example", 3), "peak_mb": ("peak MB", 0)}
 
     @torch.no_grad()

@@ -94,8 +94,30 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
                  f"s, over {' / '.join(str(k) for _, k in measured)} examples) the rest would take about "
                  f"{left / 3600:,.1f} {unit} hours")
     if unmeasured:
-        line += f"{' plus' if measured else ';'} the suites not yet measured ({', '.join(unmeasured)})"
+        line += (f"{' plus' if measured else ';'} {', '.join(unmeasured)}, not priced: no run has computed a whole "
+                 "example of it yet")
     return line
+
+
+def budget_line(meta: dict, records: list[dict], seconds: float, workers: int = 1) -> Optional[str]:
+    """What ``seconds`` more of a run would add, at each suite's measured cost per example (the budget shared
+    equally by the unfinished suites that have one; ``workers``: the CPU threads or devices that share a cost
+    second); None when nothing is left or nothing is priced."""
+    costs, added = meta.get("example_costs") or {}, []
+    suites = [suite for suite in meta.get("plan") or [] if suite["scoring"]]
+    left = []
+    for suite in suites:
+        evals = {cell["eval"] for cell in suite["scoring"]}
+        scored = max((r["sample_size"] for r in records if (r["model"], r["dataset"]) == (
+            suite["model"], suite["dataset"]) and r["eval"] in evals and "sample_size" in r), default=0)
+        planned = max(cell["n"] for cell in suite["scoring"])
+        cost = costs.get(suite["name"]) or {}
+        if scored < planned and cost.get("examples"):
+            left.append((suite, scored, planned, cost["cpu_seconds"] / cost["examples"]))
+    for suite, scored, planned, per_example in left:
+        more = min(planned - scored, int(seconds * workers / len(left) / per_example))
+        added.append(f"{suite_title(suite['model'], suite['dataset'])} n = {scored:,} → {scored + more:,}")
+    return "; ".join(added) or None
 
 
 def model_line(name: str, model: dict) -> str:
@@ -336,15 +358,17 @@ def _n(stats: dict) -> str:
     return f"{high:,}" if low == high else f"{low:,}–{high:,} per pair"
 
 
-def write_report(run_dir: str | Path) -> dict:
-    """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and ``figures/`` into the run folder."""
-    run_dir = Path(run_dir)
+def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
+    """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and ``figures/`` into ``out`` (default: the
+    run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib."""
     records, meta = collect(run_dir)
+    target = Path(run_dir if out is None else out)
+    target.mkdir(parents=True, exist_ok=True)
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
     tables = leaderboard_tables(records, config["seed"])
     by_suite = faithfulness_tables(tables)
-    folder = run_dir / "figures"
+    folder = target / "figures"
     figures = make_figures(records, folder)
     for suite_tables in by_suite.values():  # the headline's neighbours compared (Bayesian signed-rank), stability
         headline = headline_table(suite_tables)
@@ -365,7 +389,7 @@ def write_report(run_dir: str | Path) -> dict:
             {"metric": e["metric"], "vote": e["vote"], "top": e["statistics"].get("top"),
              "not_better_than_floor": e["not_better"], "worse_than_floor": e["worse"],
              "stability": e["statistics"].get("stability"), "n": e["statistics"].get("pair_n")} for e in panel]
-    write_atomic(run_dir / "statistics.json", json.dumps(statistics, indent=1, default=float))
+    write_atomic(target / "statistics.json", json.dumps(statistics, indent=1, default=float))
 
     summary: list[Section] = []
     for (model, dataset), suite_tables in by_suite.items():
@@ -409,11 +433,14 @@ def write_report(run_dir: str | Path) -> dict:
                        "these models: they are context, not a comparison.")
     found = findings(by_suite, records, lowest, panels)
     title = f"attrbench leaderboard: {config['name']}"
+    if meta.get("extended_from"):  # a user's additions to a published run: not to be taken for the published one
+        origin = Path(meta["extended_from"])
+        title += f", extended from {origin.parent.name}/{origin.name}"
     progress = progress_line(meta, records)
     header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else [])
-    _write_markdown(run_dir, title, header, found, explain, summary, appendix)
-    _write_html(run_dir, title, header, found, explain, summary, appendix)
-    return {"leaderboard": run_dir / "leaderboard.md", "html": run_dir / "report.html", "progress": progress,
+    _write_markdown(target, title, header, found, explain, summary, appendix)
+    _write_html(target, title, header, found, explain, summary, appendix)
+    return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
             "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections),
             "findings": found}

@@ -57,6 +57,34 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
+def medians(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
+    """Per metric, each method's median over its examples with the interquartile range: what a cost table reports
+    (a mean's t-interval would reach below zero on skewed times and sizes). Two panels a row, so each stays
+    readable at the page's width."""
+    metrics = list(dict.fromkeys(r["metric"] for r in group))
+    cols = min(2, len(metrics))
+    rows_of_panels = -(-len(metrics) // cols)
+    height = 0.3 * len({_label(r) for r in group}) + 1.4
+    fig, axes = new_figure((5.4 * cols, height * rows_of_panels), rows_of_panels, cols, squeeze=False)
+    for ax in axes.flat[len(metrics):]:
+        ax.axis("off")
+    for ax, metric in zip(axes.flat, metrics):
+        quartiles = sorted(((_label(r), np.percentile(np.asarray(r["values"], dtype=float), [25, 50, 75]))
+                            for r in group if r["metric"] == metric and len(r.get("values") or ())),
+                           key=lambda item: item[1][1])
+        if not quartiles:
+            ax.axis("off")
+            continue
+        q = np.array([v for _, v in quartiles])
+        ax.errorbar(q[:, 1], [name for name, _ in quartiles], xerr=np.vstack([q[:, 1] - q[:, 0], q[:, 2] - q[:, 1]]),
+                    fmt="o", ms=4, color="#4c72b0", ecolor="#555", capsize=2)
+        if (q[:, 1] > 0).all() and q[:, 2].max() > 30 * q[:, 1].min():
+            ax.set_xscale("log")  # costs span orders of magnitude across methods
+        ax.set_title(f"{metric}: median [IQR]", fontsize=9)
+        ax.tick_params(labelsize=7)
+    return [(title, save_figure(fig, folder / f"{stem}.png", title))]
+
+
 def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Seconds per example against sequence length, one line per method (records with per-example rows)."""
 
@@ -254,7 +282,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
-FIGURES = {"bars": bars, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}
+FIGURES = {"bars": bars, "medians": medians, "cost": cost, "per_layer": per_layer, "heatmaps": heatmaps}
 
 
 def make_figures(records: list[dict], folder: Path) -> dict[str, list[tuple[str, Path]]]:

@@ -11,6 +11,9 @@ from matplotlib.figure import Figure
 from ..decompose import Decomposition
 from ..errors import InputError
 
+# no "Software" text chunk (matplotlib's version): the same figure gives the same bytes under any matplotlib
+PNG_METADATA = {"Software": None}
+
 
 class NotebookFigure(Figure):
     """A figure made without pyplot (no backend, no window, nothing left open in pyplot's list) that a
@@ -18,7 +21,7 @@ class NotebookFigure(Figure):
 
     def _repr_png_(self) -> bytes:
         buffer = io.BytesIO()
-        self.savefig(buffer, format="png", dpi=110)
+        self.savefig(buffer, format="png", dpi=110, metadata=PNG_METADATA)
         return buffer.getvalue()
 
 
@@ -69,7 +72,7 @@ def save_figure(fig, path: str | Path, title: str) -> Path:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=110, metadata=PNG_METADATA)
     return path
 
 
