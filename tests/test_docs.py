@@ -47,7 +47,8 @@ AT_N = re.compile(r"\bat n = (\d+(?:,\d{3})*)")
 
 
 def pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
+    """The documentation's pages and the published reports' guide (reports/README.md)."""
+    return sorted(DOCS.rglob("*.md")) + [ROOT / "reports" / "README.md"]
 
 
 def prose(text: str) -> str:

@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
+from tqdm.auto import tqdm
 
 from ..models.adapter import pad_ids
 from .perturb import Forward, MaskedEmbeddings, masked_probabilities, read
@@ -50,8 +51,14 @@ class MemoryCache:
 class Batcher:
     """Answers the :class:`Forward` requests of many generators (see the module docstring)."""
 
-    def __init__(self, cache=None, batch_tokens: int = 4096, max_batch: int = 256, pad_tokens: int = 64):
+    # a round with at least this many sequences to compute shows its own progress bar (with tqdm's estimate of
+    # the time left): the bounds of NAOPC on long texts are minutes of forward passes after every row is queued
+    PROGRESS_ROWS = 2000
+
+    def __init__(self, cache=None, batch_tokens: int = 4096, max_batch: int = 256, pad_tokens: int = 64,
+                 progress: bool = False):
         self.cache = cache or MemoryCache()  # anything with forward_get(keys) and forward_put(items)
+        self.progress = progress
         self.batch_tokens, self.max_batch = batch_tokens, max_batch
         # the padding a batch of mixed lengths may carry (RunOptions.pad_tokens: another pass costs about this
         # many tokens); padding full batches freely had cost up to 1.5 x their distinct tokens on 2 CPU cores
@@ -130,6 +137,8 @@ class Batcher:
         by_model: dict[int, list[tuple]] = {}
         for item in items:
             by_model.setdefault(id(item[1]), []).append(item)
+        bar = tqdm(total=len(items), desc="model outputs", unit="seq", leave=False,
+                   disable=not self.progress or len(items) < self.PROGRESS_ROWS)
         for group in by_model.values():
             group.sort(key=lambda item: len(item[3]))
             start = 0
@@ -141,7 +150,10 @@ class Batcher:
                     if (end - start + 1) * length > self.batch_tokens or more > self.pad_tokens:
                         break
                     end, padding = end + 1, more
-                start = self._run_batch(group[start:end], out, start)
+                done = self._run_batch(group[start:end], out, start)
+                bar.update(done - start)
+                start = done
+        bar.close()
         return out
 
     def _halve(self, rows: int, length: int) -> None:

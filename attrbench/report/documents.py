@@ -22,9 +22,10 @@ import pandas as pd
 
 from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
-from ..ops.stats import RESAMPLES, median_iqr
+from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import FLOOR, best_frequency, format_p
 from ..runtime.pipeline import collect, costs_kind
+from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures, verdicts
 from .tables import (
@@ -289,14 +290,20 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
             text += f"; {leader} has the best mean in {stability[leader]:.0%} of 1,000 bootstrap resamples"
         out.append(text + ".")
         if votes:
-            agree = [e for e in votes if set(top) & set(e["statistics"].get("top") or [])]
-            others = [e for e in votes if e not in agree]
+            # a metric with too few examples for any verdict (a budget reached it on a few) is not a vote
+            short = [e for e in votes if e["statistics"].get("verdict") not in ("ranked", "no difference found")]
+            judged = [e for e in votes if e not in short]
+            agree = [e for e in judged if set(top) & set(e["statistics"].get("top") or [])]
+            others = [e for e in judged if e not in agree]
             line = (f"{name}: the top group by {metric} shares a method with the top group of {len(agree)} of "
-                    f"{len(votes)} faithfulness metrics ({', '.join(e['name'] for e in agree)})")
+                    f"{len(judged)} faithfulness metrics with a verdict ({', '.join(e['name'] for e in agree)})")
             if others:
                 line += "; the others disagree: " + "; ".join(
-                    f"by {e['name']} the top group is {', '.join(e['statistics'].get('top') or []) or 'empty'}"
-                    for e in others)
+                    f"by {e['name']} the top group is {', '.join(e['statistics']['top'])}" if e["statistics"].get(
+                        "top") else f"by {e['name']} no method is separated from another" for e in others)
+            if short:
+                line += ("; too few examples for a verdict by " + ", ".join(
+                    f"{e['name']} (n = {_n(e['statistics'])})" for e in short))
             out.append(line + ".")
         floor = stats.get("floor")
         out += _floor_finding(name, metric, stats, votes)
@@ -339,10 +346,15 @@ def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> li
     better = [m for m in stats["order"] if floor[m]["verdict"] == "better"]
     level = [m for m in stats["order"] if floor[m]["verdict"] == "not separated"]
     worse = [m for m in stats["order"] if floor[m]["verdict"] == "worse"]
+    # a metric counts where it has the examples to separate a method from the floor at all (a budget may have
+    # reached it on a few): "not better" on 2 examples says nothing
+    votes = [e for e in votes if max((row.get("n") or 0 for row in (e["statistics"].get("floor") or {}).values()),
+                                     default=0) >= minimum_floor_n(e["statistics"].get("k") or 1)]
     counts = {m: sum(1 for e in votes if m in e["not_better"]) for m in level + worse}
     line = (f"{name}: against the random floor (the expected {metric} of a random attribution on each example, "
             f"n = {stats['floor_summary']['n']}; Wilcoxon signed-rank, Holm over {stats['k']} methods), "
-            f"{len(better)} of {stats['k']} methods are better")
+            f"{len(better)} of {stats['k']} methods {'is' if len(better) == 1 else 'are'} better"
+            + (f" ({', '.join(better)})" if 0 < len(better) <= 5 else ""))
     if level:
         line += "; not separated from it: " + ", ".join(
             m + (f" (not better under {counts[m]} of {len(votes)} metrics)" if votes else "") for m in level)
@@ -433,7 +445,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
                        "these models: they are context, not a comparison.")
     found = findings(by_suite, records, lowest, panels)
     title = f"attrbench leaderboard: {config['name']}"
-    if meta.get("extended_from"):  # a user's additions to a published run: not to be taken for the published one
+    # a user's additions to a published run, not to be taken for it (a published folder is its own authority)
+    if meta.get("extended_from") and is_run_folder(run_dir):
         origin = Path(meta["extended_from"])
         title += f", extended from {origin.parent.name}/{origin.name}"
     progress = progress_line(meta, records)

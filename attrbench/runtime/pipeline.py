@@ -78,6 +78,8 @@ class Pipeline:
         started = time.monotonic() if started is None else started
         queue = _schedule(plans, self.jobs(plans, only))
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
+        # one job (evaluate, score): its shard's bars, and the model outputs' of a long round, are the progress
+        self.context.batcher.progress = self.options.progress and len(queue) == 1
         seconds: dict[int, list[float]] = {}
         state = {"stopped": False, "last": time.monotonic()}
 

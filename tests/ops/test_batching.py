@@ -150,3 +150,19 @@ def test_masked_embedding_samples_of_many_requests_batch_together_and_equal_each
     for request, values in zip(again, expected):
         np.testing.assert_allclose(request.answer, values, rtol=0, atol=1e-12)
     assert small.oom_halvings >= 1 and small.max_batch <= 2
+
+
+def test_a_long_round_of_model_outputs_shows_its_progress(tiny_models, capsys, monkeypatch):
+    """The forward passes of a round run after every row is queued (NAOPC's bounds: minutes on long texts): with
+    progress on, a round of PROGRESS_ROWS sequences or more has a bar of its own, out of every sequence to send."""
+    adapter = tiny_models[("tiny-gpt2", "float64")]
+    sequences, rows = _requests(adapter)
+    readout = Readout(3, 5)
+    monkeypatch.setattr(Batcher, "PROGRESS_ROWS", len(sequences))
+    for progress, shown in ((False, False), (True, True)):
+        Batcher(batch_tokens=20, progress=progress).run({0: _generator(adapter, sequences, rows, readout)})
+        err = capsys.readouterr().err
+        assert ("model outputs" in err) is shown and (f"/{len(sequences)} [" in err) is shown, err
+    monkeypatch.setattr(Batcher, "PROGRESS_ROWS", len(sequences) + 1)  # a short round stays quiet
+    Batcher(batch_tokens=20, progress=True).run({0: _generator(adapter, sequences, rows, readout)})
+    assert "model outputs" not in capsys.readouterr().err

@@ -93,9 +93,11 @@ def headline_sentences(findings: list[str], suite: str) -> dict:
         group = re.search(r"the top group, which no method beats pair by pair, is (.+?) \(Wilcoxon", line)
         if group:
             claims["top"] = set(group[1].split(", "))
-        better = re.search(r"(\d+) of (\d+) methods are better", line)
+        better = re.search(r"(\d+) of (\d+) methods (?:is|are) better(?: \(([^)]*)\))?", line)
         if better:
             claims["floor_better"] = int(better[1])
+            if better[3]:
+                claims["floor_better_named"] = set(better[3].split(", "))
             level = re.search(r"not separated from it: (.+?)(?:; worse than it|\.$)", line)
             worse = re.search(r"worse than it: (.+?)\.$", line)
             claims["floor_level"] = {re.sub(r" \(.*", "", m) for m in re.split(r", (?![^()]*\))", level[1])} \

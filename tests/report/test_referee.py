@@ -2,6 +2,7 @@
 group, what the top method beats, each method against the random floor, every pair in statistics.json, and
 the aliases; on a fresh run and on the published reports."""
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -44,8 +45,10 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
             if "beats" in claims:
                 [best] = claims["top"]
                 assert claims["beats"] == ruling["beats"][best]
-        if floor is not None and table["verdict"] == "ranked":
+        if floor is not None and "floor_better" in claims:  # printed also where no pair can be separated yet
             assert claims["floor_better"] == sum(v == "better" for v in ruling["floor"].values())
+            if "floor_better_named" in claims:
+                assert claims["floor_better_named"] == {m for m, v in ruling["floor"].items() if v == "better"}
             assert claims["floor_level"] == {m for m, v in ruling["floor"].items() if v == "not separated"}
             assert claims["floor_worse"] == {m for m, v in ruling["floor"].items() if v == "worse"}
         checked += 1
@@ -64,3 +67,42 @@ def test_a_referee_agrees_with_a_fresh_runs_findings(tmp_path):
 def test_a_referee_agrees_with_the_published_reports(name):
     """The committed statistics and sentences equal what the committed rows give (no model is loaded)."""
     assert check(ROOT / "reports" / name) == 3
+
+
+def test_the_readmes_findings_are_the_published_statistics():
+    """Each sentence of the README's findings, read back against reports/full's and reports/default's
+    statistics.json: the lone top methods, their n and how many they beat; the metrics whose top group they share;
+    the methods not better than the random floor."""
+    root = Path(__file__).parent.parent.parent
+    text = (root / "README.md").read_text()
+    found = text[text.index("<!-- findings -->"):text.index("<!-- /findings -->")]
+    found = re.sub(r"\s+", " ", found)
+    full = json.loads((root / "reports" / "full" / "statistics.json").read_text())
+    default = json.loads((root / "reports" / "default" / "statistics.json").read_text())
+    suites = {("MiniLM", "SST-2"): "minilm-l6-sst2 · sst2", ("MiniLM", "subject-verb agreement"):
+              "minilm-l6-sva · sva-linzen", ("SmolLM2", "subject-verb agreement"): "smollm2-135m · sva-linzen"}
+    claims = re.findall(r"with (MiniLM|SmolLM2) on (SST-2|subject-verb agreement) \(n = ([\d,]+)\), `(\w+)` is alone "
+                        r"at the top, better than each of the other (\d+)", found)
+    assert len(claims) == 3
+    tops = {}
+    for model, task, n, method, others in claims:
+        suite = suites[(model, task)]
+        table = full[f"{suite} · naopc"]
+        assert table["metric"] == "naopc_comprehensiveness" and table["top"] == [method]
+        assert table["pair_n"] == [int(n.replace(",", ""))] * 2 and table["k"] - 1 == int(others)
+        assert sum(p["better"] == method for p in table["pairs"].values()) == int(others)
+        tops[suite] = method
+    panel = {suite: {e["metric"]: e["top"] for e in full[f"{suite} · robustness"]} for suite in tops}
+    assert "shares the top group of Soft-NC and erasure AOPC on all three suites, and of Soft-NS on the MiniLM" in found
+    for suite, method in tops.items():
+        assert method in panel[suite]["soft_nc"] and method in panel[suite]["comprehensiveness_aopc"]
+        assert (method in panel[suite]["soft_ns"]) is suite.startswith("minilm")
+    sufficiency = re.search(r"every suite \(`(\w+)`, `(\w+)`, `(\w+)`\)", found).groups()
+    assert [panel[suite]["naopc_sufficiency"] for suite in tops] == [[m] for m in sufficiency]
+    assert all(top != other for top, other in zip(tops.values(), sufficiency))  # "another method"
+    named = re.search(r"\(n = (\d+) per suite\) (.+?) are not better than a random attribution", found)
+    for suite in list(suites.values())[:2]:
+        table = default[f"{suite} · naopc"]
+        assert table["pair_n"][1] == int(named[1])
+        for method in re.findall(r"`(\w+)`", named[2]):
+            assert table["floor"][method]["verdict"] != "better", (suite, method)
