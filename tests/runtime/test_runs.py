@@ -909,7 +909,8 @@ def test_extending_the_published_default_with_a_method_computes_only_its_rows(tm
         mine, mine_meta = collect(tmp_path / "mine")
         scored = {(suite["name"], cell["eval"]) for suite in mine_meta["plan"] for cell in suite["scoring"]
                   if "first_token" in {m["name"] for m in cell["methods"]}}  # axioms: only methods that claim one
-        assert {name for _, name in scored} == scoring & {e for s in meta["config"]["suite"] for e in s["evals"]} - {"axioms"}
+        configured = {e for suite in meta["config"]["suite"] for e in suite["evals"]}
+        assert {name for _, name in scored} == scoring & configured - {"axioms"}
         assert added["rows"] == sum((suite, name) in scored for suite, name in cells)  # one row per published cell
         assert added["attributions"] == sum(examples.values())  # its own, once per example; the rest is shared
     finally:
