@@ -144,3 +144,14 @@ def test_a_method_is_one_file(tmp_path, monkeypatch):
         path.unlink()
         METHODS.remove("zz_probe_method")
         sys.modules.pop("attrbench.methods.zz_probe_method", None)
+
+
+def test_the_report_names_no_evaluation():
+    """Evaluations declare their report parts (figures, cost columns, cost metrics, metric names): the report code
+    reads those declarations and never an evaluation by name, so a plugin evaluation is reported as a built-in is."""
+    names = [path.stem for path in (PACKAGE / "evals").glob("*.py") if path.stem != "__init__"]
+    assert "timing" in names and "naopc" in names
+    for path in (PACKAGE / "report").glob("*.py"):
+        strings = {node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str)}
+        assert not strings & set(names), (path.name, strings & set(names))

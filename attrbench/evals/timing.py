@@ -27,6 +27,7 @@ class Timing(Evaluation):
                         "cost_vs_forward": False}
     figures = ("cost", "medians")
     cost_columns = {"seconds_per_example": ("s / example", 3), "peak_mb": ("peak MB", 0)}
+    cost_metrics = {"seconds": "seconds_per_example", "forward_passes": "cost_vs_forward"}
 
     @torch.no_grad()
     def shared(self, work):

@@ -214,6 +214,9 @@ class Evaluation(Configurable):
     headline: int = 100  # which faithfulness table leads a suite's summary (lowest first)
     figures: tuple[str, ...] = ("bars",)  # figure kinds, by name in attrbench.report.figures.FIGURES
     cost_columns: dict[str, tuple[str, int]] = {}  # metric -> (column, decimals) it adds to the suite's method tables
+    # the cost a suite's summary shows beside faithfulness (short table, findings, faithfulness vs cost), by role:
+    # "seconds" (per example) and "forward_passes" (the same time in forward passes of the model) -> its metric
+    cost_metrics: dict[str, str] = {}
     rope: dict[str, float] = {}  # region of practical equivalence per metric (default 0.01)
     metric_names: dict[str, str] = {}  # each metric as a reader names it in findings ("NAOPC comprehensiveness")
     robustness: Optional[tuple[str, ...]] = None  # the metrics that vote in a suite's robustness panel (default: the

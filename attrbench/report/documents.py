@@ -24,6 +24,7 @@ from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import FLOOR, best_frequency, format_p
+from ..registry import EVALS
 from ..runtime.pipeline import collect, costs_kind
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
@@ -141,17 +142,24 @@ def model_line(name: str, model: dict) -> str:
     return line
 
 
-def _cost(records: list[dict], model: str, dataset: str, metric: str) -> dict[str, list]:
-    return {r["method"]: r["values"] for r in records
-            if (r["model"], r["dataset"], r["metric"]) == (model, dataset, metric) and r["eval"] == "timing"}
+def _cost(records: list[dict], model: str, dataset: str, role: str) -> dict[str, list]:
+    """Per method, a suite's per-example cost in a role ("seconds", "forward_passes") that an evaluation declares
+    (``Evaluation.cost_metrics``)."""
+    return {r["method"]: r["values"] for r in records if (r["model"], r["dataset"]) == (model, dataset)
+            and r["metric"] == EVALS.get(r["eval"]).cost_metrics.get(role)}
+
+
+def _cost_name(records: list[dict]) -> str:
+    """The evaluation that gives the costs, for the notes ("timing")."""
+    return next((r["eval"] for r in records if EVALS.get(r["eval"]).cost_metrics), "cost")
 
 
 def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
     """Group, method, family, headline score [CI], verdict against the random floor, n, seconds per example and ×
     a forward pass (medians); rows ordered by the headline's mean."""
     stats, metric = headline.statistics, headline.statistics["metric"]
-    seconds = _cost(records, headline.model, headline.dataset, "seconds_per_example")
-    ratio = _cost(records, headline.model, headline.dataset, "cost_vs_forward")
+    seconds = _cost(records, headline.model, headline.dataset, "seconds")
+    ratio = _cost(records, headline.model, headline.dataset, "forward_passes")
     dropped = {m for names in stats.get("aliases", {}).values() for m in names}
     sign = 1.0 if stats["higher_is_better"] else -1.0
     rows = []
@@ -324,8 +332,8 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
         if pair is not None:
             out.append(f"{name}: the metrics disagree most between {pair['metric A']} and {pair['metric B']} "
                        f"(Kendall tau of the method orders {pair['Kendall tau [95% CI]']}).")
-        seconds = _cost(records, model, dataset, "seconds_per_example")
-        ratio = _cost(records, model, dataset, "cost_vs_forward")
+        seconds = _cost(records, model, dataset, "seconds")
+        ratio = _cost(records, model, dataset, "forward_passes")
         beats_floor = [m for m in top if not floor or floor[m]["verdict"] == "better"]
         priced = [(median_iqr(seconds[m])[0], m) for m in beats_floor if seconds.get(m) and median_iqr(seconds[m])]
         if priced:
@@ -409,10 +417,10 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         if headline is None:
             continue
         pictures = verdicts(headline, folder)
-        pictures += faithfulness_vs_cost(headline, _cost(records, model, dataset, "seconds_per_example"), folder)
+        pictures += faithfulness_vs_cost(headline, _cost(records, model, dataset, "seconds"), folder)
         note = (f"headline metric: {metric_name(headline.evaluation, headline.statistics['metric'])} "
                 f"({headline.evaluation.name}); " + headline.note.split("; ", 1)[-1]
-                + "; s / example and × forward pass: medians (timing)")
+                + f"; s / example and × forward pass: medians ({_cost_name(records)})")
         extra = [("robustness across metrics", *robustness_table(panels[(model, dataset)]))] \
             if panels.get((model, dataset)) else []
         summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures, extra))
@@ -436,10 +444,11 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         if stale.name not in shown:
             stale.unlink()
     explain = [f"{CI_NOTE[0].upper()}{CI_NOTE[1:]}.", f"{RANK_NOTE[0].upper()}{RANK_NOTE[1:]}; every pair's test, "
-               "effect size and win rate in statistics.json.", "Cost (timing) is median [interquartile range] and not "
-               "ranked. The random floor (random_floor) is the expected score of a uniformly random attribution on "
-               "each example, exact where the metric allows it and otherwise a mean over seeded draws with its "
-               "Monte-Carlo error; every faithfulness metric must be read against it."]
+               "effect size and win rate in statistics.json.",
+               f"Cost ({_cost_name(records)}) is median [interquartile range] and not ranked. The random floor "
+               "(random_floor) is the expected score of a uniformly random attribution on each example, exact where "
+               "the metric allows it and otherwise a mean over seeded draws with its Monte-Carlo error; every "
+               "faithfulness metric must be read against it."]
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")

@@ -105,3 +105,25 @@ def headline_sentences(findings: list[str], suite: str) -> dict:
             claims["floor_worse"] = {re.sub(r" \(.*", "", m) for m in re.split(r", (?![^()]*\))", worse[1])} \
                 if worse else set()
     return claims
+
+
+def robustness_sentence(findings: list[str], suite: str) -> dict | None:
+    """What a suite's robustness sentence claims: the metrics whose top group shares a method with the headline's,
+    the others with the top group each names (empty: "no method is separated"), and those short of a verdict."""
+    for line in findings:
+        found = re.match(re.escape(suite) + r": the top group by (.+?) shares a method with the top group of (\d+) of "
+                         r"(\d+) faithfulness metrics with a verdict \((.*?)\)(?:; the others disagree: (.+?))?"
+                         r"(?:; too few examples for a verdict by (.+?))?\.$", line)
+        if not found:
+            continue
+        others = {}
+        for part in (found[5] or "").split("; by "):
+            if not part:
+                continue
+            part = part.removeprefix("by ")
+            named = re.match(r"(.+?) the top group is (.+)$", part) or re.match(r"(.+?) no method is separated", part)
+            others[named[1]] = set(named[2].split(", ")) if named.lastindex == 2 else set()
+        short = {re.sub(r" \(n = .*", "", m) for m in re.split(r", (?![^()]*\))", found[6])} if found[6] else set()
+        return {"agree": set(found[4].split(", ")) if found[4] else set(), "counts": (int(found[2]), int(found[3])),
+                "others": others, "short": short}
+    return None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from attrbench.registry import EVALS
 from attrbench.report import write_report
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import collect, run_leaderboard
@@ -51,6 +52,19 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
                 assert claims["floor_better_named"] == {m for m, v in ruling["floor"].items() if v == "better"}
             assert claims["floor_level"] == {m for m, v in ruling["floor"].items() if v == "not separated"}
             assert claims["floor_worse"] == {m for m, v in ruling["floor"].items() if v == "worse"}
+        claimed = referee.robustness_sentence(findings, f"{model} · {dataset}")
+        if claimed is not None:  # every metric it names, recomputed: its top group, and whether it has a verdict
+            names = {name: (e.name, key) for e in EVALS.all() for key, name in (e.metric_names or {}).items()}
+            for name in claimed["agree"] | set(claimed["others"]):
+                eval_name, key = names[name]
+                higher = next(r["higher_is_better"] for r in records
+                              if (r["model"], r["dataset"], r["eval"], r["metric"]) == (model, dataset, eval_name, key))
+                other = referee.verdicts(referee.table_values(records, model, dataset, key, leave_out), higher)
+                if name in claimed["agree"]:
+                    assert other["top"] & ruling["top"], name
+                else:
+                    assert not other["top"] & ruling["top"] and claimed["others"][name] == other["top"], name
+            assert claimed["counts"] == (len(claimed["agree"]), len(claimed["agree"]) + len(claimed["others"]))
         checked += 1
     return checked
 
