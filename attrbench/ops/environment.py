@@ -1,9 +1,12 @@
 """Facts about the software a result was computed with, recorded beside every result."""
 from __future__ import annotations
 
+import os
 import platform
 import re
+import statistics
 import sys
+import time
 
 import torch
 import transformers
@@ -54,3 +57,42 @@ def resolve_device(device: str) -> str:
     if device == "mps" and not torch.backends.mps.is_available():
         raise InputError("device 'mps' asked for, but Apple's MPS is not available here; use --device cpu or auto")
     return device
+
+
+DEFAULT_THREADS = torch.get_num_threads()  # torch's own choice (the cores), before any run changes it
+
+
+def _own_running() -> int:
+    """This process's threads that are running or runnable now (this reading thread included)."""
+    running = 0
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/stat") as handle:
+                running += handle.read().rsplit(")", 1)[1].split()[0] == "R"
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return max(1, running)
+
+
+def busy_elsewhere(samples: int = 3, interval: float = 0.01) -> int | None:
+    """How many tasks of other processes are running on this machine now: the kernel's count of runnable tasks
+    (``/proc/loadavg``) less this process's own (its pool's threads may still spin after a job), median of a few
+    samples; None where it cannot be read (not Linux)."""
+    counts = []
+    for _ in range(samples):
+        try:
+            with open("/proc/loadavg") as handle:
+                counts.append(int(handle.read().split()[3].split("/")[0]) - _own_running())
+        except (OSError, ValueError, IndexError):
+            return None
+        time.sleep(interval)
+    return max(0, int(statistics.median(counts)))
+
+
+def free_threads(cores: int | None = None, busy: int | None = None) -> int:
+    """The torch threads a CPU run should take: torch's default less the cores that other work keeps busy, at
+    least one. A thread that shares its core with another busy process stalls every parallel region of the
+    others (measured on 2 cores beside one spinning process: a matrix loop took 4.8 s on 1 thread, 118 s on 2)."""
+    cores = cores or DEFAULT_THREADS
+    busy = busy_elsewhere() if busy is None else busy
+    return cores if busy is None else max(1, cores - busy)

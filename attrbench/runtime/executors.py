@@ -39,8 +39,8 @@ class LocalExecutor:
         self.progress = progress  # progress bars inside each job (a run shows one bar over its jobs instead)
 
     def map(self, jobs: Iterable[tuple[SuitePlan, Job]], context: RunContext) -> Finished:
-        context.options.apply()
         for plan, job in jobs:
+            context.options.apply()  # per job: the cores other work leaves free may change during a run
             rows, counts = run_job(context, plan, job, self.progress)
             yield plan, job, rows, counts
 

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 
 from ..errors import InputError
-from ..ops.environment import device_kind, resolve_device
+from ..ops.environment import device_kind, free_threads, resolve_device
 
 DTYPES = ("float32", "float64")
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
@@ -63,6 +63,10 @@ class RunOptions:
         return asdict(self)
 
     def apply(self) -> None:
-        """Set this process's torch threads."""
+        """Set this process's torch threads: the ones asked for, else on the CPU torch's default less the cores other
+        work keeps busy now (:func:`attrbench.ops.environment.free_threads`), so a shared machine slows a run by the
+        cores it lends, not by threads stalling each other."""
         if self.threads:
             torch.set_num_threads(self.threads)
+        elif device_kind(self.device) == "cpu":
+            torch.set_num_threads(free_threads())
