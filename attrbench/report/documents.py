@@ -351,6 +351,10 @@ def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> li
     floor = stats.get("floor")
     if not floor:
         return []
+    n = max((row.get("n") or 0 for row in floor.values()), default=0)
+    if n < minimum_floor_n(stats["k"]):  # no method could be separated from it: a list of them would say nothing
+        return [f"{name}: {n} examples are too few to separate any of {stats['k']} methods from the random floor by "
+                f"{metric} ({stats['k']} methods need n ≥ {minimum_floor_n(stats['k'])})."]
     better = [m for m in stats["order"] if floor[m]["verdict"] == "better"]
     level = [m for m in stats["order"] if floor[m]["verdict"] == "not separated"]
     worse = [m for m in stats["order"] if floor[m]["verdict"] == "worse"]

@@ -180,3 +180,18 @@ def test_findings_name_a_lone_best_method_and_what_it_beats():
                for line in lines)
     bayes = next(line for line in lines if "Bayesian signed-rank" in line)
     assert "P(best better) = " in bayes and "5,000 posterior draws" in bayes and "separated pair by pair" in bayes
+
+
+def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
+    """Below the examples a method needs to be separated from the floor at all (minimum_floor_n: 2/2^n under
+    alpha / k), the floor sentence says so instead of listing every method as not separated from it."""
+    from attrbench.ops.stats import minimum_floor_n
+    from attrbench.report.documents import findings
+
+    assert minimum_floor_n(3) == 7
+    few = findings(*_suite({"best": 0.9, "mid": 0.5, "low": 0.45}, n=6), {})
+    [line] = [line for line in few if "random floor" in line]
+    assert line == ("minilm-l6-sst2 · sst2: 6 examples are too few to separate any of 3 methods from the random floor "
+                    "by erasure AOPC comprehensiveness (3 methods need n ≥ 7).")
+    enough = findings(*_suite({"best": 0.9, "mid": 0.5, "low": 0.45}, n=7), {})
+    assert any("3 of 3 methods are better" in line for line in enough)
