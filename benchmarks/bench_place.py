@@ -24,19 +24,22 @@ import torch  # noqa: E402
 
 from attrbench.api import load_run  # noqa: E402
 from attrbench.cli import main  # noqa: E402
+from attrbench.registry import METHODS  # noqa: E402
 
-PLUGINS = '''
+PLUGINS = {"my_grad_x_input": '''
 import attrbench
 from attrbench.methods.grad_x_input import GradXInput
-from attrbench.registry import METHODS
-
-LIME = METHODS.get("lime")
 
 
 @attrbench.register
 class MyGradXInput(GradXInput):
     """gradient x input, under a user's name: a cheap method."""
     name = "my_grad_x_input"
+''', "my_lime": '''
+import attrbench
+from attrbench.registry import METHODS
+
+LIME = METHODS.get("lime")
 
 
 @attrbench.register
@@ -46,31 +49,31 @@ class MyLime(type(LIME)):
     def __init__(self):
         self.__dict__.update(LIME.__dict__)
         self.name = "my_lime"
-'''
+'''}
 
 
 def place(published: Path, method: str, budget: str, folder: Path) -> dict:
-    plugin = folder / "mine.py"
-    plugin.write_text(PLUGINS)
-    config = load_run(published).meta["config"]
-    config["exclude_methods"] = [m for m in ("my_grad_x_input", "my_lime") if m != method]
-    config_path = folder / f"{method}.json"
-    config_path.write_text(json.dumps(config))
+    """`attrbench run --extend PUBLISHED --plugins FILE --out OUT --budget B`, as a user types it (the published
+    run's config is the default one)."""
+    plugin = folder / f"{method}.py"
+    plugin.write_text(PLUGINS[method])
     out = folder / method
     began, cpu = time.perf_counter(), time.process_time()
-    code = main(["run", str(config_path), "--extend", str(published), "--plugins", str(plugin), "--out", str(out),
-                 "--budget", budget, "--json"])
+    code = main(["run", "--extend", str(published), "--plugins", str(plugin), "--out", str(out), "--budget", budget,
+                 "--json"])
     wall, cpu = time.perf_counter() - began, time.process_time() - cpu
+    METHODS.remove(method)  # the next method is placed alone, as a user's other file would be
     assert code == 0, f"the extension with {method} failed"
-    run = load_run(out / config["name"])
+    [run_dir] = [path for path in out.iterdir() if path.is_dir()]
+    run = load_run(run_dir)
     last = run.meta["last_run"]
     results = run.results
     timing = results[(results["eval"] == "timing") & (results.metric == "seconds_per_example")
                      & (results.method == method)]
     per_suite = {}
     for (model, dataset), rows in timing.groupby(["model", "dataset"]):
-        examples = rows.example.nunique()
-        per_suite[f"{model} · {dataset}"] = {"examples": examples, "method_median_s": round(rows.value.median(), 4)}
+        per_suite[f"{model} · {dataset}"] = {"examples": rows.example.nunique(),
+                                             "method_median_s": round(float(rows.value.median()), 4)}
     examples = sum(s["examples"] for s in per_suite.values())
     return {"method": method, "rows": last["rows"], "attributions": last["attributions"],
             "model_rows": last["model_rows"], "wall_seconds": round(wall, 1), "cpu_seconds": round(cpu, 1),
