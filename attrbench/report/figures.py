@@ -159,6 +159,10 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     # labels alternate sides, so 0.14 in per method leaves 0.28 in between labels
     fig, ax = new_figure((HALF_PAGE_INCHES, 0.14 * len(order) + 1.6))
     sp.critical_difference_diagram(ranks, matrix, ax=ax, alpha=stats["alpha"], label_props={"fontsize": 8})
+    for line in ax.lines:  # a crossbar's points come from a set (order varies by process): sorted, the same bytes
+        x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+        if len(x) > 1 and np.all(y == y[0]):
+            line.set_data(np.sort(x), y)
     if view.get("cd"):  # drawn above the rank axis's tick labels (scikit-posthocs draws it across them)
         start, end = ranks.min(), ranks.min() + view["cd"]
         left, right = ax.get_xlim()
