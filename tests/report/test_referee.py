@@ -120,3 +120,23 @@ def test_the_readmes_findings_are_the_published_statistics():
         assert table["pair_n"][1] == int(named[1])
         for method in re.findall(r"`(\w+)`", named[2]):
             assert table["floor"][method]["verdict"] != "better", (suite, method)
+
+
+def test_the_readmes_account_of_the_default_run_is_its_statistics():
+    """README command 1's sentence on what the published default run reached: methods better than the floor."""
+    root = Path(__file__).parent.parent.parent
+    text = re.sub(r"\s+", " ", (root / "README.md").read_text())
+    claim = re.search(r"every suite reached (\d+) examples, where (\d+) of (\d+) methods on SST-2, (\d+) of (\d+) on "
+                      r"MiniLM agreement and (\d+) of (\d+) on SmolLM2 \(`(\w+)`\) were better than the random floor",
+                      text)
+    assert claim, "README command 1 no longer says what the default run reached"
+    default = json.loads((root / "reports" / "default" / "statistics.json").read_text())
+    suites = ["minilm-l6-sst2 · sst2", "minilm-l6-sva · sva-linzen", "smollm2-135m · sva-linzen"]
+    numbers = [int(x) for x in claim.groups()[1:7]]
+    for suite, better, k in zip(suites, numbers[0::2], numbers[1::2]):
+        table = default[f"{suite} · naopc"]
+        verdicts = {m: row["verdict"] for m, row in table["floor"].items()}
+        assert (sum(v == "better" for v in verdicts.values()), table["k"]) == (better, k), suite
+        assert max(table["n_by_method"].values()) <= int(claim[1])
+    floor = default[f"{suites[2]} · naopc"]["floor"]
+    assert [m for m, row in floor.items() if row["verdict"] == "better"] == [claim[8]]
