@@ -330,7 +330,8 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
                 "each the posterior probability that this outcome is the most probable of the three.")
         pair = agreement.get((model, dataset))
         if pair is not None:
-            out.append(f"{name}: the metrics disagree most between {pair['metric A']} and {pair['metric B']} "
+            a, b = (_metric_label(pair[side]) for side in ("metric A", "metric B"))
+            out.append(f"{name}: the metrics disagree most between {a} and {b} "
                        f"(Kendall tau of the method orders {pair['Kendall tau [95% CI]']}).")
         seconds = _cost(records, model, dataset, "seconds")
         ratio = _cost(records, model, dataset, "forward_passes")
@@ -375,6 +376,12 @@ def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> li
             f"{m} ({floor[m]['win_rate']:.0%} wins, p = {format_p(floor[m]['p_holm'])}"
             + (f", not better under {counts[m]} of {len(votes)} metrics)" if votes else ")") for m in worse)
     return [line + "."]
+
+
+def _metric_label(column: str) -> str:
+    """An agreement table's "evaluation.metric" as a reader names the metric ("Soft-NC")."""
+    eval_name, _, metric = column.partition(".")
+    return metric_name(EVALS.get(eval_name), metric) if metric and eval_name in EVALS.names() else column
 
 
 def _n(stats: dict) -> str:

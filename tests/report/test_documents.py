@@ -195,3 +195,12 @@ def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
                     "by erasure AOPC comprehensiveness (3 methods need n ≥ 7).")
     enough = findings(*_suite({"best": 0.9, "mid": 0.5, "low": 0.45}, n=7), {})
     assert any("3 of 3 methods are better" in line for line in enough)
+
+
+def test_findings_name_metrics_as_readers_do():
+    from attrbench.report.documents import _metric_label
+
+    assert _metric_label("soft_erasure.soft_nc") == "Soft-NC"
+    assert _metric_label("naopc.naopc_sufficiency") == "NAOPC sufficiency"
+    assert _metric_label("erasure_aopc.comprehensiveness_aopc") == "erasure AOPC comprehensiveness"
+    assert _metric_label("my_plugin.score") == "my_plugin.score"  # an evaluation not installed here: as stored
