@@ -65,29 +65,36 @@ def _provenance_lines(meta: dict) -> list[str]:
     return lines + [model_line(name, model) for name, model in (meta.get("models") or {}).items()]
 
 
-def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
-    """How far each suite is from its planned n, and what the rest would cost at the CPU (or GPU) time per example
-    that the runs measured (``example_costs``: shards that computed whole examples); None when every suite is
-    done."""
-    suites, costs, unit = [], meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
+def _suite_progress(meta: dict, records: list[dict]) -> list[tuple[dict, int, int, Optional[float]]]:
+    """Per scoring suite of the stored plan: (suite, examples scored, examples planned, measured cost seconds per
+    example or None: ``example_costs``, shards that computed whole examples)."""
+    costs, out = meta.get("example_costs") or {}, []
     for suite in meta.get("plan") or []:
         evals = {cell["eval"] for cell in suite["scoring"]}
         if evals:
             scored = max((r["sample_size"] for r in records if (r["model"], r["dataset"]) == (
                 suite["model"], suite["dataset"]) and r["eval"] in evals and "sample_size" in r), default=0)
-            suites.append((suite, scored, max(cell["n"] for cell in suite["scoring"])))
-    if all(scored >= planned for _, scored, planned in suites):
+            cost = costs.get(suite["name"]) or {}
+            out.append((suite, scored, max(cell["n"] for cell in suite["scoring"]),
+                        cost["cpu_seconds"] / cost["examples"] if cost.get("examples") else None))
+    return out
+
+
+def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
+    """How far each suite is from its planned n, and what the rest would cost at the CPU (or GPU) time per example
+    that the runs measured (``example_costs``: shards that computed whole examples); None when every suite is
+    done."""
+    suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
+    if all(scored >= planned for _, scored, planned, _ in suites):
         return None
     line = ", ".join(f"{scored:,} of {planned:,} examples ({suite_title(suite['model'], suite['dataset'])})"
-                     for suite, scored, planned in suites)
+                     for suite, scored, planned, _ in suites)
     measured, unmeasured, left = [], [], 0.0
-    for suite, scored, planned in suites:
-        cost = costs.get(suite["name"]) or {}
+    for suite, scored, planned, per_example in suites:
         if scored >= planned:
             continue
-        if cost.get("examples"):
-            per_example = cost["cpu_seconds"] / cost["examples"]
-            measured.append((per_example, cost["examples"]))
+        if per_example is not None:
+            measured.append((per_example, costs[suite["name"]]["examples"]))
             left += (planned - scored) * per_example
         else:
             unmeasured.append(suite_title(suite["model"], suite["dataset"]))
@@ -105,17 +112,9 @@ def budget_line(meta: dict, records: list[dict], seconds: float, workers: int = 
     """What ``seconds`` more of a run would add, at each suite's measured cost per example (the budget shared
     equally by the unfinished suites that have one; ``workers``: the CPU threads or devices that share a cost
     second); None when nothing is left or nothing is priced."""
-    costs, added = meta.get("example_costs") or {}, []
-    suites = [suite for suite in meta.get("plan") or [] if suite["scoring"]]
-    left = []
-    for suite in suites:
-        evals = {cell["eval"] for cell in suite["scoring"]}
-        scored = max((r["sample_size"] for r in records if (r["model"], r["dataset"]) == (
-            suite["model"], suite["dataset"]) and r["eval"] in evals and "sample_size" in r), default=0)
-        planned = max(cell["n"] for cell in suite["scoring"])
-        cost = costs.get(suite["name"]) or {}
-        if scored < planned and cost.get("examples"):
-            left.append((suite, scored, planned, cost["cpu_seconds"] / cost["examples"]))
+    left = [(suite, scored, planned, per_example) for suite, scored, planned, per_example
+            in _suite_progress(meta, records) if scored < planned and per_example is not None]
+    added = []
     for suite, scored, planned, per_example in left:
         more = min(planned - scored, int(seconds * workers / len(left) / per_example))
         added.append(f"{suite_title(suite['model'], suite['dataset'])} n = {scored:,} → {scored + more:,}")
