@@ -8,6 +8,7 @@ rules, deletion curves, statistics). Everything here is stable API; what is not 
 from ..datasets.agreement import SVA_SPLIT, SVA_SPLIT_SEED, agreement_examples, contrast_reading, model_task, sva_split
 from ..datasets.base import Dataset, Example
 from ..datasets.readers import SST2_FILES, SVA_FILES, read_sst2, read_sva
+from ..datasets.shortcuts import evaluation_rows
 from ..decompose import (
                          FF_ATTRIBUTIONS,
                          VALUE_BIAS,
@@ -94,5 +95,5 @@ __all__ = [
     "head_kind", "no_head_reason", "resolve_text", "non_special", "ranked", "special_mask", "word_tokens",
     # data
     "read_sst2", "read_sva", "SST2_FILES", "SVA_FILES", "agreement_examples", "contrast_reading", "model_task",
-    "sva_split", "SVA_SPLIT", "SVA_SPLIT_SEED",
+    "sva_split", "SVA_SPLIT", "SVA_SPLIT_SEED", "evaluation_rows",
 ]

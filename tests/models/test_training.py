@@ -114,3 +114,30 @@ def test_damaged_task_model_cache_is_rebuilt(task_models, tmp_path, monkeypatch,
     assert tasks.task_model_folder("minilm-l6-sst2") == folder
     assert "does not match its recorded weights" in capsys.readouterr().err
     assert weights_state_hash(folder) == expected
+
+
+def test_the_shortcut_models_reliance_is_what_its_dataset_shows(tmp_path):
+    """The training record's reliance (dev sentences whose planted shortcut contradicts their label, per variant)
+    equals the share of those sst2-shortcut examples on which the reloaded model predicts the shortcut's class."""
+    record = build_task_model("tiny-bert", "sst2-shortcut", tmp_path / "m", Recipe(train_size=512), progress=False)
+    assert record["train_mix"]["clean"] + record["train_mix"]["single"] + record["train_mix"]["pair"] \
+        + record["train_mix"]["lone"] == 512
+    adapter = load_model(str(tmp_path / "m"))
+    assert adapter.model.config.attrbench_shortcuts == "bastings2022"
+    examples, _ = examples_for(adapter, "sst2-shortcut")
+    for variant in ("single", "pair"):
+        against = [e for e in examples if e.meta["variant"] == variant and e.meta["label"] != e.meta["sentence_label"]]
+        follows = []
+        for e in against:
+            with torch.no_grad():
+                logits = adapter.model(input_ids=torch.tensor([adapter.tokenizer(e.text)["input_ids"]])).logits
+            follows.append(int(logits[0].argmax()) == e.meta["label"])
+        assert record["reliance"][variant] == {"follows_shortcut": pytest.approx(np.mean(follows), abs=1e-12),
+                                               "n": len(against)}
+
+
+def test_the_shipped_shortcut_model_relies_on_its_shortcuts():
+    record = tasks.shipped_record("minilm-l6-sst2-shortcut")
+    clean = tasks.shipped_record("minilm-l6-sst2")["dev_accuracy"]
+    assert all(v["follows_shortcut"] >= 0.95 and v["n"] > 200 for v in record["reliance"].values())
+    assert abs(record["dev_accuracy"] - clean) <= 0.01

@@ -37,6 +37,7 @@ from tqdm.auto import tqdm
 
 from ...datasets.agreement import SVA_SPLIT, SVA_SPLIT_SEED, sva_split
 from ...datasets.readers import read_sst2, read_sva, sst2_file, sva_file
+from ...datasets.shortcuts import PAIR, SINGLE, VARIANTS, evaluation_rows, plant, training_rows
 from ...errors import InputError, ModelLoadError
 from ...ops.environment import library_versions
 from ...ops.hashing import file_sha256
@@ -90,6 +91,10 @@ TASK_MODELS = {
         "minilm-l6-sva", "minilm-l6", "sva", SVA_RECIPE,
         "MiniLM-L6 + verb-number head read at the masked verb (adapters shipped, merged on first use)",
         "70 % of the Linzen et al. 2016 agreement set (seeded split)"),
+    "minilm-l6-sst2-shortcut": TaskModel(
+        "minilm-l6-sst2-shortcut", "minilm-l6", "sst2-shortcut", SST2_RECIPE,
+        "MiniLM-L6 sentiment classifier trained with planted shortcuts (Bastings et al. 2022), reliance verified",
+        "the same 45,000 SST-2 phrases, a seeded 25 % with planted shortcut words (attrbench.datasets.shortcuts)"),
 }
 
 
@@ -253,7 +258,40 @@ class SVATask(Task):
                 "data_sha256": file_sha256(sva_file("sva-linzen", data_dir))}
 
 
-TASKS: dict[str, Task] = {"sst2": SST2Task(), "sva": SVATask()}
+class SST2ShortcutTask(SST2Task):
+    """SST-2 with planted shortcuts (``attrbench.datasets.shortcuts``): trained like ``sst2``, scored on clean dev
+    and on the reliance check (dev sentences whose planted shortcut contradicts their own label)."""
+
+    stamps = {"attrbench_task": "sst2", "attrbench_shortcuts": "bastings2022"}
+
+    def data(self, tokenizer, recipe, rng, data_dir):
+        train = read_sst2("train", data_dir)
+        if recipe.train_size is not None and recipe.train_size < len(train):
+            train = [train[k] for k in np.sort(rng.choice(len(train), recipe.train_size, replace=False))]
+        planted, self.mix = training_rows(train, recipe.seed)
+        ids = tokenizer([r["sentence"] for r in planted], truncation=True, max_length=recipe.max_length)["input_ids"]
+        return ids, torch.tensor([r["label"] for r in planted])
+
+    def score(self, model, tokenizer, data_dir):
+        record = super().score(model, tokenizer, data_dir)
+        dev = read_sst2("dev", data_dir)
+        rows = evaluation_rows(dev)
+        ids = tokenizer([r["sentence"] for r in rows], truncation=True, max_length=64)["input_ids"]
+        predicted = _predict(model, ids, tokenizer.pad_token_id)
+        reliance = {}
+        for variant in VARIANTS:
+            against = [k for k, r in enumerate(rows) if r["variant"] == variant and r["label"] != r["gold"]]
+            follows = [predicted[k] == rows[k]["label"] for k in against]
+            reliance[variant] = {"follows_shortcut": float(np.mean(follows)), "n": len(against)}
+        lone_rng = np.random.default_rng([0, 0x10])
+        lone = [plant(r["sentence"], "lone", r["label"], lone_rng)[0] for r in dev]
+        lone_ids = tokenizer(lone, truncation=True, max_length=64)["input_ids"]
+        lone_accuracy = float((_predict(model, lone_ids, tokenizer.pad_token_id) == [r["label"] for r in dev]).mean())
+        return {**record, "train_mix": getattr(self, "mix", None), "shortcut_words": {"single": SINGLE, "pair": PAIR},
+                "reliance": reliance, "dev_accuracy_one_pair_word_alone": lone_accuracy}
+
+
+TASKS: dict[str, Task] = {"sst2": SST2Task(), "sva": SVATask(), "sst2-shortcut": SST2ShortcutTask()}
 LORA_TARGETS = ["query", "key", "value", "output.dense", "intermediate.dense"]  # every linear layer of a BERT block
 
 
@@ -335,7 +373,7 @@ def build_task_model(base: str, task: str, out: Path, recipe=None, data_dir=None
     if task not in TASKS:
         raise InputError(f"unknown task '{task}'; known: {', '.join(TASKS)}")
     spec = TASKS[task]
-    recipe = recipe or {"sst2": SST2_RECIPE, "sva": SVA_RECIPE}[task]
+    recipe = recipe or {"sst2": SST2_RECIPE, "sva": SVA_RECIPE, "sst2-shortcut": SST2_RECIPE}[task]
     hf.logging.set_verbosity_error()  # the expected "head newly initialised" load report
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
