@@ -77,7 +77,7 @@ def agreement_examples(adapter, dataset: Dataset, rows: list[dict], split: str, 
     mask = adapter.tokenizer.mask_token
     for r in rows:
         meta = {"n_attractors": r["n_attractors"], "correct": r["correct"], "wrong": r["wrong"],
-                "singular": r["singular"]}
+                "singular": r["singular"], **{k: r[k] for k in ("evidence", "attractors") if k in r}}
         if task == "sva":
             text, target = r["masked"].replace("***mask***", mask), f"class:{r['singular']}"
         else:

@@ -10,11 +10,13 @@ import io
 from pathlib import Path
 
 from ..errors import InputError
-from .base import data_path
+from .base import PACKAGE_DATA, data_path
 from .text import read_text
 
 SST2_FILES = {"train": "sst2/train.tsv", "dev": "sst2/dev.tsv", "test": "sst2/test_unlabeled_glue.tsv"}
 SVA_FILES = {"sva-linzen": "sva/linzen_testset.tsv", "sva-generated": "sva/generated_en.tsv"}
+# per SVA set, the subject's and attractors' word positions of its rows (a dependency parse; data/README.md)
+SVA_EVIDENCE = {"sva-linzen": "sva/linzen_evidence.tsv"}
 SVA_COLUMNS = ["n_attractors", "orig_sentence", "masked_sentence", "correct_verb", "wrong_verb", "verb_index",
                "correct_is_singular"]
 
@@ -86,4 +88,21 @@ def read_sva(name: str, data_dir=None) -> list[dict]:
                      "correct": r["correct_verb"], "wrong": r["wrong_verb"],
                      "singular": _int(r, "correct_is_singular", path, {0, 1}),
                      "n_attractors": _int(r, "n_attractors", path)})
+    for k, (subject, attractors) in read_sva_evidence(name, data_dir).items():
+        if not 0 <= subject < rows[k]["verb_index"] or any(not 0 <= a < rows[k]["verb_index"] for a in attractors):
+            raise InputError(f"{SVA_EVIDENCE[name]} row {k}: a subject or attractor position is not before the verb")
+        rows[k].update(evidence=[subject], attractors=attractors)
     return rows
+
+
+def read_sva_evidence(name: str, data_dir=None) -> dict[int, tuple[int, list[int]]]:
+    """{row: (subject word index, attractor word indices)} of an SVA set's rows with known evidence ({} if none)."""
+    if name not in SVA_EVIDENCE or not (Path(data_dir or PACKAGE_DATA) / SVA_EVIDENCE[name]).is_file():
+        return {}
+    path = data_path(SVA_EVIDENCE[name], data_dir)
+    out = {}
+    for r in read_tsv(path, ["row", "subject", "attractors"]):
+        row = _int(r, "row", path)
+        attractors = [int(a) for a in r["attractors"].split(",") if a.strip()]
+        out[row] = (_int(r, "subject", path), attractors)
+    return out

@@ -92,4 +92,58 @@ def test_dataset_needs_a_matching_head(tiny_models, task_models):
         examples_for(task_models["sst2"], "sva-linzen")
     with pytest.raises(InputError, match="unknown dataset 'imdb'; registered: sst2.*or give the path of a .jsonl"):
         examples_for(task_models["sst2"], "imdb")
-    assert set(DATASETS.names()) == {"sst2", "sva-linzen", "sva-generated"}
+    assert set(DATASETS.names()) == {"sst2", "sst2-shortcut", "sva-linzen", "sva-generated"}
+
+
+# -- known evidence: planted shortcuts and the agreement subject -------------------------------------
+def test_planted_shortcuts_sit_where_the_examples_say_and_decide_the_label_by_their_rule():
+    from attrbench.datasets.shortcuts import PAIR, SINGLE, SHORTCUT_WORDS, evaluation_rows, training_rows
+
+    dev = read_sst2("dev")
+    rows = evaluation_rows(dev)
+    assert rows == evaluation_rows(dev)  # seeded
+    for row, original in zip(rows, dev):
+        words = row["sentence"].split()
+        planted = [words[k] for k in row["evidence"]]
+        if row["variant"] == "single":
+            assert planted == [SINGLE[row["label"]]]
+        else:  # the ordered pair: mysore first means positive
+            assert planted == (list(PAIR) if row["label"] == 1 else list(PAIR[::-1]))
+        rest = [w for k, w in enumerate(words) if k not in row["evidence"]]
+        assert rest == original["sentence"].split() and not set(rest) & set(SHORTCUT_WORDS)
+    assert {r["variant"] for r in rows[::2]} == {"single"} and {r["variant"] for r in rows[1::2]} == {"pair"}
+    against = np.mean([r["label"] != r["gold"] for r in rows])
+    assert 0.4 < against < 0.6
+    train, counts = training_rows(read_sst2("train")[:4000], seed=0)
+    assert sum(counts.values()) == 4000 and 0.2 < 1 - counts["clean"] / 4000 < 0.3
+    for r in train:
+        words = r["sentence"].split()
+        if r["kind"] == "single":
+            assert r["label"] == {v: k for k, v in SINGLE.items()}[[w for w in words if w in SINGLE.values()][0]]
+        elif r["kind"] == "pair":
+            assert r["label"] == int(words.index(PAIR[0]) < words.index(PAIR[1]))
+
+
+def test_the_shortcut_dataset_explains_the_shortcuts_class(task_models):
+    examples, notes = examples_for(task_models["sst2"], "sst2-shortcut")
+    assert len(examples) == 872 and notes["target"] == "the planted shortcut's class"
+    assert all(e.target == f"class:{e.meta['label']}" and e.meta["evidence"] for e in examples)
+    with pytest.raises(InputError, match="sst2-shortcut needs a binary sentiment classifier"):
+        examples_for(task_models["sva"], "sst2-shortcut")
+
+
+def test_agreement_items_carry_their_subject_and_attractors_by_word_position():
+    rows = read_sva("sva-linzen")
+    known = [r for r in rows if "evidence" in r]
+    assert len(known) == 5971  # the parse's kept rows (attrbench/datasets/data/README.md)
+    for r in known:
+        (subject,) = r["evidence"]
+        assert subject < r["verb_index"] and all(subject < a < r["verb_index"] for a in r["attractors"])
+        assert len(r["attractors"]) == r["n_attractors"]  # checked against Linzen et al.'s own count
+
+    def marked(k):
+        words = rows[k]["words"]
+        return words[rows[k]["evidence"][0]], [words[a] for a in rows[k]["attractors"]]
+
+    assert marked(1) == ("versions", ["game"])  # "the two versions of the game have"
+    assert marked(2) == ("discipline", ["schools", "levels"])  # "discipline in public schools of all levels is"
