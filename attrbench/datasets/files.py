@@ -6,7 +6,9 @@ Each row is one example, in one of two layouts (other fields are ignored):
   name from the model's ``id2label``) or ``target`` in the CLI's syntax (``class:K``, ``token:W``,
   ``contrast:A/B``, ``position:N``, ``next``, ``mask``, or ``auto`` for the model's prediction);
   optionally ``id`` and a human rationale: ``rationale`` (indices of the whitespace-separated words
-  of ``text``) or ``rationale_mask`` (0/1 per word).
+  of ``text``) or ``rationale_mask`` (0/1 per word); and a known answer for the ``ground_truth``
+  evaluation: ``evidence`` (the word indices that decide the output, e.g. a planted shortcut or the
+  subject of an agreement verb) and optionally ``attractors`` (word indices that should rank below it).
 - **minimal pairs** (the BLiMP layout): ``sentence_good`` and ``sentence_bad``, the same sentence
   but for one word. The target is the contrast at that word (``datasets.contrast_reading``): a
   causal LM explains logit(good) − logit(bad) for the next token after the shared prefix, a masked
@@ -165,7 +167,8 @@ class FileDataset(Dataset):
         notes = {"split": "all", "data_file": str(self.path.resolve()), "file_sha256": file_sha256(self.path),
                  "layout": " and ".join(sorted(layouts)),
                  "target": "; ".join(TARGETS[layout] for layout in sorted(layouts)),
-                 "with_rationale": sum("rationale" in e.meta for e in examples)}
+                 "with_rationale": sum("rationale" in e.meta for e in examples),
+                 "with_evidence": sum("evidence" in e.meta for e in examples)}
         if "minimal pairs" in layouts:
             notes.update({f"skipped_{k}": v for k, v in counts.items()})
         return examples, notes
@@ -206,6 +209,9 @@ class FileDataset(Dataset):
         rationale = self._rationale(where, text, values)
         if rationale is not None:
             meta["rationale"] = rationale
+        for key in ("evidence", "attractors"):  # the known answer, for the ground_truth evaluation
+            if key in values:
+                meta[key] = self._word_indices(where, key, values[key], len(text.split()))
         return Example(self._example_id(where, line, values), text, str(target), meta)
 
     def _label(self, adapter, head, where, label) -> int:
@@ -242,9 +248,17 @@ class FileDataset(Dataset):
                 raise InputError(f"{where}: rationale_mask must be {n_words} values of 0 or 1, one per word of text "
                                  f"(got {len(items)})")
             return [k for k, v in enumerate(items) if v]
+        return self._word_indices(where, key, items, n_words)
+
+    @staticmethod
+    def _word_indices(where, key, value, n_words) -> list[int]:
+        """Sorted distinct word indices of text (rationale, evidence, attractors), each checked to exist."""
+        items = _int_list(value)
+        if items is None:
+            raise InputError(f"{where}: {key} must be a list of integers, e.g. [0, 3] or \"0 3\"")
         outside = [k for k in items if not 0 <= k < n_words]
         if outside:
-            raise InputError(f"{where}: rationale index {outside[0]} is outside the {n_words} words of text "
+            raise InputError(f"{where}: {key} index {outside[0]} is outside the {n_words} words of text "
                              f"(indices 0..{n_words - 1})")
         return sorted(set(items))
 
@@ -255,8 +269,8 @@ class FileDataset(Dataset):
         if head not in ("masked_lm", "causal_lm"):
             raise InputError(f"{where}: minimal pairs are read as a word contrast, which needs a masked or causal LM; "
                              f"'{adapter.name}' is {HEADS[head]}")
-        if "rationale" in values or "rationale_mask" in values:
-            raise InputError(f"{where}: a rationale marks words of text; minimal-pair rows cannot have one")
+        if any(k in values for k in ("rationale", "rationale_mask", "evidence", "attractors")):
+            raise InputError(f"{where}: a rationale or evidence marks words of text; minimal-pair rows cannot have one")
         a, b = list(PAIR_WORD.finditer(good.strip())), list(PAIR_WORD.finditer(bad.strip()))
         differ = [k for k, (x, y) in enumerate(zip(a, b)) if x.group() != y.group()]
         if len(a) != len(b) or len(differ) != 1:

@@ -224,6 +224,25 @@ def test_word_rationales_map_to_the_tokens_that_cover_them(tiny_models, tmp_path
     assert tokens == ["a", "wonderful", "!", "film"] and marked.tolist() == [False, True, True, False]
 
 
+def test_evidence_columns_are_read_checked_and_scored_by_ground_truth(tiny_models, tmp_path):
+    adapter = tiny_models[("tiny-gpt2", "float32")]
+    rows = [{"text": "the keys to the cabinet", "target": "next", "evidence": [1], "attractors": "4"},
+            {"text": "a wonderful! film", "target": "next", "evidence": "1"}]
+    examples, notes = examples_for(adapter, write_jsonl(tmp_path / "e.jsonl", rows))
+    assert [e.meta.get("evidence") for e in examples] == [[1], [1]] and examples[0].meta["attractors"] == [4]
+    assert notes["with_evidence"] == 2
+    table = {e.text: (adapter.tokenizer.convert_ids_to_tokens(adapter.tokenizer(e.text)["input_ids"]),
+                      word_tokens(adapter, e.text, e.meta["evidence"]).astype(float)) for e in examples}
+    records = EVALS.get("ground_truth")(adapter, [Precomputed("oracle", table)], examples,
+                                        EvalContext("e.jsonl", shared=RunContext()))
+    by_metric = {r["metric"]: r["values"] for r in records}
+    assert by_metric["mrr"] == by_metric["pointing_game"] == by_metric["mass_accuracy"] == [1.0, 1.0]
+    assert by_metric["above_attractors"] == [1.0, None]
+    with pytest.raises(InputError, match=r"e2.jsonl line 1: evidence index 7 is outside the 3 words of text"):
+        examples_for(adapter, write_jsonl(tmp_path / "e2.jsonl", [{"text": "a b c", "target": "next",
+                                                                    "evidence": [7]}]))
+
+
 @pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
 def test_plausibility_of_the_rationale_is_one_and_of_its_reverse_the_minimum(tiny_models, tmp_path, model):
     adapter = tiny_models[(model, "float32")]
