@@ -34,6 +34,10 @@ from .tables import (
     RANK_NOTE,
     Table,
     agreement_table,
+    metric_name,
+    robustness_metrics,
+    truth_tables,
+    validity_table,
     alias_label,
     aligned,
     faithfulness_tables,
@@ -181,20 +185,6 @@ def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
     return frame
 
 
-def metric_name(evaluation, metric: str) -> str:
-    """A metric as a reader names it ("NAOPC comprehensiveness"), as its evaluation declares it."""
-    return (getattr(evaluation, "metric_names", None) or {}).get(metric, metric)
-
-
-def robustness_metrics(evaluation) -> tuple[str, ...]:
-    """The metrics of an evaluation that count as votes in a suite's robustness panel: declared by the evaluation;
-    by default its primary metric, none for a derived one."""
-    declared = getattr(evaluation, "robustness", None)
-    if declared is not None:
-        return tuple(declared)
-    return () if evaluation.derived else ((evaluation.primary_metric,) if evaluation.primary_metric else ())
-
-
 def robustness(suite_tables: list[Table], seed: int = 0) -> list[dict]:
     """Per metric of a suite: its top group, the methods not better than (and worse than) the random floor, and how
     often its best method by mean stays best over bootstrap resamples of the examples. Every independent metric an
@@ -251,10 +241,14 @@ def _listing(names: list[str], limit: int = 8) -> str:
 
 
 def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict,
-             panels: Optional[dict] = None) -> list[str]:
+             panels: Optional[dict] = None, truths: Optional[dict] = None, validity: Optional[dict] = None
+             ) -> list[str]:
     """Sentences from the statistics, each naming its metric, its test and n, and under how many of the suite's
-    robustness metrics it holds (the numbers are in the tables below)."""
+    robustness metrics it holds (the numbers are in the tables below); where a suite has a known answer, which
+    methods find it and which faithfulness metric agrees with it."""
     out = []
+    for key, truth in (truths or {}).items():
+        out += _truth_findings(suite_title(*key), truth, (validity or {}).get(key))
     for (model, dataset), tables in by_suite.items():
         headline = headline_table(tables)
         if headline is None:
@@ -346,6 +340,30 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
     return out
 
 
+def _truth_findings(name: str, truth: Table, validity) -> list[str]:
+    """What the known answer says: the methods that find it best (pairwise), against its exact random floor, and
+    the faithfulness metric whose method order agrees with it most and least."""
+    stats = truth.statistics
+    metric = metric_name(truth.evaluation, stats["metric"])
+    out = []
+    if stats["verdict"] == "ranked":
+        out.append(f"{name}: by the known answer ({metric}, n = {_n(stats)}; Wilcoxon signed-rank, Holm over "
+                   f"{stats['pairs_tested']} pairs) the top group is {', '.join(stats['top'])}.")
+    out += _floor_finding(name, metric, stats, [])
+    if validity is not None:
+        frame = validity[0]
+        best, worst = frame.iloc[0], frame.iloc[-1]
+
+        def said(row) -> str:
+            return f"{row['metric']} (Kendall tau {row['Kendall tau with the known answer [95% CI]']}, n = {row['n']})"
+
+        line = f"{name}: of the faithfulness metrics, the method order of {said(best)} agrees best with {metric}"
+        if best["_ci"][0] <= 0:
+            line += ", and its interval holds 0: no metric agrees clearly"
+        out.append(line + (f"; least: {said(worst)}." if len(frame) > 1 else "."))
+    return out
+
+
 def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> list[str]:
     """Each method against the random floor, three ways, with under how many metrics a method is not better."""
     floor = stats.get("floor")
@@ -413,7 +431,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             frame = agreements[key][0]
             lowest[key] = frame.sort_values("_tau").iloc[0].to_dict()
         panels[key] = robustness(suite_tables, config["seed"])
+    truths = truth_tables(tables)
+    validity = {key: validity_table(by_suite[key], truth, resamples, config["seed"])
+                for key, truth in truths.items() if key in by_suite}
     statistics = {t.title: t.statistics for t in tables if t.statistics}
+    for key, entry in validity.items():
+        if entry is not None:
+            statistics[f"{suite_title(*key)} · metric validity"] = [
+                {"metric": r["_metric"], "tau": r["_tau"], "ci": r["_ci"], "methods": r["methods"], "n": r["n"]}
+                for r in entry[0].to_dict("records")]
     for key, panel in panels.items():
         statistics[f"{suite_title(*key)} · robustness"] = [
             {"metric": e["metric"], "vote": e["vote"], "top": e["statistics"].get("top"),
@@ -433,6 +459,10 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
                 + f"; s / example and × forward pass: medians ({_cost_name(records)})")
         extra = [("robustness across metrics", *robustness_table(panels[(model, dataset)]))] \
             if panels.get((model, dataset)) else []
+        if validity.get((model, dataset)) is not None:
+            valid_frame, valid_note = validity[(model, dataset)]
+            extra.append(("metric validity: which metric agrees with the known answer",
+                          valid_frame.drop(columns=["_tau", "_ci", "_metric"]), valid_note))
         summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures, extra))
     appendix: list[Section] = []
     for table in tables:
@@ -462,7 +492,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = findings(by_suite, records, lowest, panels)
+    found = findings(by_suite, records, lowest, panels, truths, validity)
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)
     if meta.get("extended_from") and is_run_folder(run_dir):

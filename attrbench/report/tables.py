@@ -499,6 +499,72 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     return pd.DataFrame(rows), note
 
 
+def truth_tables(tables: list[Table]) -> dict[tuple, Table]:
+    """Per suite, its ground-truth table (an evaluation of family "ground truth" with statistics), if it has one."""
+    return {(t.model, t.dataset): t for t in tables
+            if t.statistics is not None and t.evaluation.family == "ground truth"}
+
+
+def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed: int = 0
+                   ) -> Optional[tuple[pd.DataFrame, str]]:
+    """Metric validity: per faithfulness metric of a suite with a known answer, Kendall's tau between the method
+    order it gives and the ground truth's (the truth table's primary metric), with a bootstrap interval over the
+    examples both scored: which metric agrees with the known answer."""
+    def by_example(table, metric, leave_out):
+        return {m: dict(zip(ids, v)) for m, (ids, v) in
+                ((r["method"], (r["example_ids"], r["values"])) for r in table.group
+                 if r["metric"] == metric and r["method"] not in leave_out)}
+
+    def dropped(table):
+        return {m for names in table.statistics.get("aliases", {}).values() for m in names}
+
+    known = truth.statistics["metric"]
+    answer = by_example(truth, known, (truth.statistics.get("reference"), FLOOR, *dropped(truth)))
+    rows = []
+    for t in suite_tables:
+        metrics = robustness_metrics(t.evaluation) or (t.statistics["metric"],)
+        for metric in metrics:
+            sign = 1.0 if t.evaluation.higher_is_better.get(metric, True) else -1.0
+            values = by_example(t, metric, (t.statistics.get("reference"), FLOOR, *dropped(t)))
+            methods = [m for m in answer if m in values]
+            ids = sorted({i for m in methods for i in answer[m]} & {i for m in methods for i in values[m]})
+            if len(methods) < 3 or not ids:
+                continue
+            oriented = {"truth": {m: [answer[m].get(i) for i in ids] for m in methods},
+                        "metric": {m: [None if values[m].get(i) is None else sign * values[m][i] for i in ids]
+                                   for m in methods}}
+            result = agreement_interval(oriented, "truth", "metric", resamples, seed)
+            if result is None or result["tau"] is None:
+                continue
+            rows.append({"metric": metric_name(t.evaluation, metric) + (" (derived)" if t.evaluation.derived else ""),
+                         "methods": result["methods"], "n": result["n"],
+                         "Kendall tau with the known answer [95% CI]":
+                             f"{result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}]",
+                         "_tau": result["tau"], "_ci": result["ci"], "_metric": f"{t.evaluation.name}.{metric}"})
+    if not rows:
+        return None
+    frame = pd.DataFrame(rows).sort_values("_tau", ascending=False, kind="stable").reset_index(drop=True)
+    note = (f"metric validity: how well each faithfulness metric's method order agrees with the order by the known "
+            f"answer ({metric_name(truth.evaluation, known)}): Kendall's tau of the methods' means (each metric "
+            f"oriented so that higher is better; the random floor and aliases left out), with a percentile bootstrap "
+            f"interval over the examples ({resamples} resamples); an interval that holds 0 shows no agreement")
+    return frame, note
+
+
+def metric_name(evaluation, metric: str) -> str:
+    """A metric as a reader names it ("NAOPC comprehensiveness"), as its evaluation declares it."""
+    return (getattr(evaluation, "metric_names", None) or {}).get(metric, metric)
+
+
+def robustness_metrics(evaluation) -> tuple[str, ...]:
+    """The metrics of an evaluation that count as votes in a suite's robustness panel: declared by the evaluation;
+    by default its primary metric, none for a derived one."""
+    declared = getattr(evaluation, "robustness", None)
+    if declared is not None:
+        return tuple(declared)
+    return () if evaluation.derived else ((evaluation.primary_metric,) if evaluation.primary_metric else ())
+
+
 def power_table(suite_tables: list[Table]) -> Optional[tuple[pd.DataFrame, str]]:
     """Per ranked table: the examples needed to separate adjacent methods at 80 % power (pilot: this run)."""
     rows = []

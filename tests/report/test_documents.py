@@ -204,3 +204,52 @@ def test_findings_name_metrics_as_readers_do():
     assert _metric_label("naopc.naopc_sufficiency") == "NAOPC sufficiency"
     assert _metric_label("erasure_aopc.comprehensiveness_aopc") == "erasure AOPC comprehensiveness"
     assert _metric_label("my_plugin.score") == "my_plugin.score"  # an evaluation not installed here: as stored
+
+
+def test_metric_validity_and_its_finding_are_what_scipy_recomputes_from_the_rows():
+    """A suite with a known answer: each faithfulness metric's Kendall tau with the ground truth's method order is
+    scipy's on the methods' means, and the finding names the metric that agrees best and the one that agrees least."""
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    from attrbench.ops.stats import interval, summary
+    from attrbench.registry import EVALS
+    from attrbench.report.documents import findings
+    from attrbench.report.tables import leaderboard_tables, truth_tables, validity_table
+
+    rng = np.random.default_rng(1)
+    n = 60
+    ids = [f"e{i}" for i in range(n)]
+    methods = {"a": 0.9, "b": 0.7, "c": 0.5, "d": 0.3, "e": 0.1}
+    planted = {  # (eval, metric) -> the methods' means: one metric follows the truth, one reverses part of it
+        ("ground_truth", "mrr"): methods,
+        ("naopc", "naopc_comprehensiveness"): {"a": 0.6, "b": 0.5, "c": 0.4, "d": 0.3, "e": 0.2},
+        ("naopc", "naopc_sufficiency"): {"a": 0.2, "b": 0.3, "c": 0.5, "d": 0.4, "e": 0.6},
+    }
+    records = []
+    for (eval_name, metric), means in planted.items():
+        for method, mu in means.items():
+            values = [float(v) for v in np.clip(mu + rng.normal(0, 0.05, n), 0, 1)]
+            records.append({"model": "m", "dataset": "d", "eval": eval_name, "metric": metric, "method": method,
+                            "method_family": "x", "example_ids": ids, "values": values,
+                            "higher_is_better": EVALS.get(eval_name).higher_is_better[metric], **summary(values),
+                            **interval(values)})
+    tables = leaderboard_tables(records)
+    truth = truth_tables(tables)[("m", "d")]
+    suite = [t for t in tables if t.evaluation.family == "faithfulness"]
+    frame, _ = validity_table(suite, truth, resamples=200)
+    means = {key: [np.mean([v for r in records if (r["eval"], r["metric"]) == key and r["method"] == m
+                            for v in r["values"]]) for m in methods] for key in planted}
+    truth_means = means[("ground_truth", "mrr")]
+    for row in frame.to_dict("records"):
+        eval_name, metric = row["_metric"].split(".")
+        sign = 1 if EVALS.get(eval_name).higher_is_better[metric] else -1
+        expected = kendalltau(truth_means, sign * np.array(means[(eval_name, metric)])).statistic
+        assert row["_tau"] == pytest.approx(expected) and row["n"] == n and row["methods"] == 5
+    assert frame.iloc[0]["_metric"] == "naopc.naopc_comprehensiveness" and frame.iloc[0]["_tau"] == pytest.approx(1.0)
+    said = [s for s in findings({("m", "d"): suite}, records, {}, {}, {("m", "d"): truth},
+                                {("m", "d"): (frame, "")}) if "agrees best" in s]
+    assert said == [f"m · d: of the faithfulness metrics, the method order of NAOPC comprehensiveness (Kendall tau "
+                    f"{frame.iloc[0]['Kendall tau with the known answer [95% CI]']}, n = {n}) agrees best with "
+                    f"ground-truth MRR; least: NAOPC sufficiency (Kendall tau "
+                    f"{frame.iloc[1]['Kendall tau with the known answer [95% CI]']}, n = {n})."]
