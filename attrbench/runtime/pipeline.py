@@ -167,12 +167,15 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Jo
 
 
 def headline_evaluations(plan: SuitePlan) -> list:
-    """A suite's headline evaluation (its ranked faithfulness evaluation with the lowest ``headline``) and its
-    unranked scoring evaluations (cost, checks): what a first verdict needs."""
+    """What a suite's first verdict needs: its headline evaluation (its ranked faithfulness evaluation with the lowest
+    ``headline``), its known answer where it has one (ground truth reads the same attributions, no model output), and
+    its unranked scoring evaluations (cost, axiom checks), but not the sanity check, which computes every attribution
+    again on two randomised models and comes with the rest."""
     ranked = [e for e, _ in plan.scoring if e.ranked and e.family == "faithfulness"]
     if not ranked:
         return []
-    return [min(ranked, key=lambda e: e.headline)] + [e for e, _ in plan.scoring if not e.ranked]
+    return [min(ranked, key=lambda e: e.headline)] + [e for e, _ in plan.scoring if e.family == "ground truth"] + [
+        e for e, _ in plan.scoring if not e.ranked and e.family != "sanity"]
 
 
 def ranking_needs(plan: SuitePlan) -> int:
