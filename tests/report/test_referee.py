@@ -127,8 +127,8 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
     root = Path(__file__).parent.parent.parent
     text = re.sub(r"\s+", " ", (root / "README.md").read_text())
     claim = re.search(r"the SST-2 and agreement suites reached (\d+) examples, where (\d+) of (\d+) methods on SST-2, "
-                      r"(\d+) of (\d+) on MiniLM agreement and (\d+) of (\d+) on SmolLM2 \(`(\w+)`\) were better than the "
-                      r"random floor", text)
+                      r"(\d+) of (\d+) on MiniLM agreement and (\d+) of (\d+) on SmolLM2 \(`(\w+)`\) were better "
+                      r"than the random floor", text)
     assert claim, "README command 1 no longer says what the default run reached"
     default = json.loads((root / "reports" / "default" / "statistics.json").read_text())
     suites = ["minilm-l6-sst2 · sst2", "minilm-l6-sva · sva-linzen", "smollm2-135m · sva-linzen"]
@@ -141,8 +141,8 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
     floor = default[f"{suites[2]} · naopc"]["floor"]
     assert [m for m, row in floor.items() if row["verdict"] == "better"] == [claim[8]]
     known = re.search(r"the shortcut suite its (\d+), where (\d+) of (\d+) methods ranked the planted words above a "
-                      r"random attribution \(ground-truth MRR\) and (.+?) was the faithfulness metric whose method order "
-                      r"agreed best with that known answer \(Kendall tau ([\d.]+)\)", text)
+                      r"random attribution \(ground-truth MRR\) and (.+?) was the faithfulness metric whose method "
+                      r"order agreed best with that known answer \(Kendall tau ([\d.]+)\)", text)
     assert known, "README command 1 no longer says what the default run found against the known answer"
     truth = default["minilm-l6-sst2-shortcut · sst2-shortcut · ground_truth"]
     assert truth["metric"] == "mrr" and max(truth["n_by_method"].values()) == int(known[1])
