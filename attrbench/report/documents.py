@@ -39,6 +39,7 @@ from .tables import (
     truth_tables,
     validity_table,
     alias_label,
+    aliased,
     aligned,
     faithfulness_tables,
     floor_cell,
@@ -163,7 +164,7 @@ def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
     stats, metric = headline.statistics, headline.statistics["metric"]
     seconds = _cost(records, headline.model, headline.dataset, "seconds")
     ratio = _cost(records, headline.model, headline.dataset, "forward_passes")
-    dropped = {m for names in stats.get("aliases", {}).values() for m in names}
+    dropped = aliased(stats)
     sign = 1.0 if stats["higher_is_better"] else -1.0
     rows = []
     for r in headline.group:

@@ -19,7 +19,7 @@ from ..errors import InputError
 from ..ops.stats import median_iqr
 from ..registry import EVALS
 from .plot import new_figure, plot_maps, save_figure
-from .tables import Table, alias_label, groups, short, suite_title, table_title
+from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
 
 # A suite's CD diagram and faithfulness-vs-cost figure stand side by side above its table, so that both fit one
 # screen at 1280 px: each is half the page wide (561 px at 110 dpi), its title wrapped to fit.
@@ -254,7 +254,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
     without overlapping another; the table beside it names every method."""
     stats = table.statistics
     metric, higher = stats["metric"], stats["higher_is_better"]
-    dropped = {m for names in stats.get("aliases", {}).values() for m in names}
+    dropped = aliased(stats)
     rows = [r for r in table.group if r["metric"] == metric and r["mean"] is not None and r["method"] in cost
             and r["method"] not in dropped and median_iqr(cost[r["method"]]) is not None]
     if len(rows) < 2:

@@ -138,6 +138,11 @@ def alias_label(method: str, statistics: Optional[dict]) -> str:
     return f"{method} (= {', '.join(same)})" if same else method
 
 
+def aliased(statistics: Optional[dict]) -> set[str]:
+    """The methods a table shows as another's row (the members of its ``aliases``, not the names kept)."""
+    return {m for names in (statistics or {}).get("aliases", {}).values() for m in names}
+
+
 def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, compare: bool = False,
                seed: int = 0, same: Optional[list[list[str]]] = None) -> dict:
     """The statistics of one ranked table's ``metric`` (default: the primary): pairwise verdicts, groups, the floor,
@@ -236,7 +241,7 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
     """The table of one ranked evaluation and its note: rows ordered by the primary metric's mean."""
     metrics = list(dict.fromkeys(r["metric"] for r in group))
     label = {m: m + (" ↑" if _direction(evaluation, group, m) else " ↓") for m in metrics}
-    dropped = {m for names in statistics.get("aliases", {}).values() for m in names}
+    dropped = aliased(statistics)
     sign = 1.0 if statistics["higher_is_better"] else -1.0
     undefined = undefined_per_method(group)
     rows: dict[str, dict] = {}
@@ -472,7 +477,7 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     per_metric = {}
     for t in tables:
         metric = t.statistics["metric"]
-        dropped = {m for names in t.statistics.get("aliases", {}).values() for m in names}
+        dropped = aliased(t.statistics)
         values = aligned(t.group, metric, (t.statistics.get("reference"), FLOOR, "random", *dropped))
         sign = 1.0 if t.statistics["higher_is_better"] else -1.0
         per_metric[f"{t.evaluation.name}.{metric}"] = (values, sign)
@@ -515,17 +520,14 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
                 ((r["method"], (r["example_ids"], r["values"])) for r in table.group
                  if r["metric"] == metric and r["method"] not in leave_out)}
 
-    def dropped(table):
-        return {m for names in table.statistics.get("aliases", {}).values() for m in names}
-
     known = truth.statistics["metric"]
-    answer = by_example(truth, known, (truth.statistics.get("reference"), FLOOR, *dropped(truth)))
+    answer = by_example(truth, known, (truth.statistics.get("reference"), FLOOR, *aliased(truth.statistics)))
     rows = []
     for t in suite_tables:
         metrics = robustness_metrics(t.evaluation) or (t.statistics["metric"],)
         for metric in metrics:
             sign = 1.0 if t.evaluation.higher_is_better.get(metric, True) else -1.0
-            values = by_example(t, metric, (t.statistics.get("reference"), FLOOR, *dropped(t)))
+            values = by_example(t, metric, (t.statistics.get("reference"), FLOOR, *aliased(t.statistics)))
             methods = [m for m in answer if m in values]
             ids = sorted({i for m in methods for i in answer[m]} & {i for m in methods for i in values[m]})
             if len(methods) < 3 or not ids:

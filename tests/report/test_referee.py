@@ -140,9 +140,9 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
         assert max(table["n_by_method"].values()) <= int(claim[1])
     floor = default[f"{suites[2]} · naopc"]["floor"]
     assert [m for m, row in floor.items() if row["verdict"] == "better"] == [claim[8]]
-    known = re.search(r"the shortcut suite its (\d+), where (\d+) of (\d+) methods ranked the planted words above a "
-                      r"random attribution \(ground-truth MRR\) and (.+?) was the faithfulness metric whose method "
-                      r"order agreed best with that known answer \(Kendall tau ([\d.]+)\)", text)
+    known = re.search(r"the shortcut suite its (\d+), where (\d+) of (\d+) methods found the planted words better "
+                      r"than a random attribution does \(ground-truth MRR, the same pairwise test\) and (.+?)'s method "
+                      r"order had the highest Kendall tau with that known answer \(([\d.]+) ", text)
     assert known, "README command 1 no longer says what the default run found against the known answer"
     truth = default["minilm-l6-sst2-shortcut · sst2-shortcut · ground_truth"]
     assert truth["metric"] == "mrr" and max(truth["n_by_method"].values()) == int(known[1])
@@ -151,3 +151,11 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
     best = default["minilm-l6-sst2-shortcut · sst2-shortcut · metric validity"][0]
     assert best["metric"] == "naopc.naopc_sufficiency" and known[4] == "NAOPC sufficiency"
     assert f"{best['tau']:.2f}" == known[5]
+    validity = {r["metric"]: r for r in default["minilm-l6-sst2-shortcut · sst2-shortcut · metric validity"]}
+    said = re.search(r"\(([\d.]+) \[([\d.]+), ([\d.]+)\] over the (\d+) examples; NAOPC comprehensiveness ([\d.]+) "
+                     r"\[([\d.]+), ([\d.]+)\], the other metrics on (\d+)\)", text)
+    for name, (tau, low, high) in (("naopc.naopc_sufficiency", said.groups()[:3]),
+                                   ("naopc.naopc_comprehensiveness", said.groups()[4:7])):
+        row = validity[name]
+        assert [f"{x:.2f}" for x in (row["tau"], *row["ci"])] == [tau, low, high] and row["n"] == int(said[4])
+    assert {r["n"] for m, r in validity.items() if not m.startswith("naopc.")} == {int(said[8])}

@@ -207,8 +207,13 @@ class SST2Task(Task):
         train = read_sst2("train", data_dir)
         if recipe.train_size is not None and recipe.train_size < len(train):
             train = [train[k] for k in np.sort(rng.choice(len(train), recipe.train_size, replace=False))]
+        train = self.planted(train, recipe.seed)
         ids = tokenizer([r["sentence"] for r in train], truncation=True, max_length=recipe.max_length)["input_ids"]
         return ids, torch.tensor([r["label"] for r in train])
+
+    def planted(self, rows: list[dict], seed: int) -> list[dict]:
+        """The training rows as trained on (a shortcut task plants its shortcuts here)."""
+        return rows
 
     def score(self, model, tokenizer, data_dir):
         dev = read_sst2("dev", data_dir)
@@ -264,13 +269,9 @@ class SST2ShortcutTask(SST2Task):
 
     stamps = {"attrbench_task": "sst2", "attrbench_shortcuts": "bastings2022"}
 
-    def data(self, tokenizer, recipe, rng, data_dir):
-        train = read_sst2("train", data_dir)
-        if recipe.train_size is not None and recipe.train_size < len(train):
-            train = [train[k] for k in np.sort(rng.choice(len(train), recipe.train_size, replace=False))]
-        planted, self.mix = training_rows(train, recipe.seed)
-        ids = tokenizer([r["sentence"] for r in planted], truncation=True, max_length=recipe.max_length)["input_ids"]
-        return ids, torch.tensor([r["label"] for r in planted])
+    def planted(self, rows, seed):
+        planted, self.mix = training_rows(rows, seed)  # the counts per kind go into the training record
+        return planted
 
     def score(self, model, tokenizer, data_dir):
         record = super().score(model, tokenizer, data_dir)
