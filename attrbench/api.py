@@ -219,8 +219,8 @@ def attribute(model, texts: str | Sequence[str], methods, *, target: str | Seque
             raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
                              f"attrbench.decompose (CLI: `attrbench decompose --scopes {method.name}`)")
     adapter = _model(model, dtype, device)
-    results = [{method.name: method(adapter, [text], target=t, truncate=truncate)[0] for method in configured}
-               for text, t in zip(texts, targets)]
+    per_method = {method.name: method(adapter, texts, target=targets, truncate=truncate) for method in configured}
+    results = [{name: results[k] for name, results in per_method.items()} for k in range(len(texts))]
     return Attributions(adapter.name, texts, results)
 
 

@@ -52,7 +52,9 @@ from attrbench.plugin import (
     BASELINE_PARAM,
     GradientMethod,
     InputError,
+    MethodResult,
     Param,
+    TargetForward,
     axiom_check,
     baseline_ids,
     captum_attr,
@@ -92,18 +94,102 @@ class _Module(torch.nn.Module):
         super().__init__()
         self.forward_fn, self.model = forward, model
 
-    def forward(self, inputs, attention_mask):
-        return self.forward_fn(inputs, attention_mask)
+    def forward(self, inputs, *args):
+        return self.forward_fn(inputs, *args)
+
+
+class _Pooled(TargetForward):
+    """A perturbation method's forward passes for one text, pooled with other texts': captum runs twice with the
+    same seeds. First recording (each call's inputs kept, zeros returned: the perturbations a sampler draws do not
+    depend on the outputs), then, once :func:`_answer` has computed every recorded input of every text in batches of
+    one length, replaying the outputs in the order captum asked for them."""
+
+    def __init__(self, adapter, targets, attention_mask):
+        super().__init__(adapter, targets, attention_mask)
+        self.calls: list[tuple] = []
+        self.answers: list[torch.Tensor] = []
+        self.replaying = False
+
+    def __call__(self, inputs, attention_mask, rows=None, index=None, contrast=None):
+        if self.replaying:
+            return self.answers.pop(0)
+        size = len(inputs)
+        mask = attention_mask if len(attention_mask) == size else attention_mask.expand(size, -1)
+        self.calls.append((inputs.detach(), mask, *(self._fit(given, own, size) for given, own in
+                                                    ((rows, self.rows), (index, self.index),
+                                                     (contrast, self.contrast)))))
+        return inputs.new_zeros(size)
+
+
+def _answer(adapter, forwards: list[_Pooled], batch_tokens: int) -> int:
+    """Every recorded call's outputs, computed in batches of equal length (no padding) of at most ``batch_tokens``
+    tokens; returns the forward passes made."""
+    pieces = [(f, k, len(call[0])) for f in forwards for k, call in enumerate(f.calls)]
+    outputs: dict[tuple[int, int], torch.Tensor] = {}
+    passes = 0
+    by_length: dict[int, list] = {}
+    for f, k, _ in pieces:
+        by_length.setdefault(f.calls[k][0].shape[1], []).append((f, k))
+    for length, group in by_length.items():
+        rows = [(f, k, r) for f, k in group for r in range(len(f.calls[k][0]))]
+        step = max(1, batch_tokens // length)
+        for start in range(0, len(rows), step):
+            chunk = rows[start:start + step]
+            parts = [torch.stack([f.calls[k][p][r] for f, k, r in chunk]) for p in range(5)]
+            with torch.no_grad():
+                values = TargetForward.__call__(chunk[0][0], *parts)
+            passes += 1
+            for (f, k, r), value in zip(chunk, values):
+                outputs.setdefault((id(f), k), []).append(value)
+    for f in forwards:
+        f.answers = [torch.stack(outputs[(id(f), k)]) for k in range(len(f.calls))]
+        f.replaying = True
+    return passes
 
 
 class CaptumMethod(GradientMethod):
-    """One captum algorithm on the word embeddings; ``call`` runs it and returns (attributions, extra meta)."""
+    """One captum algorithm on the word embeddings; ``call`` runs it and returns (attributions, extra meta).
+    ``pads``: a padded batch of texts gives each text its own result (the deterministic gradient algorithms; the
+    seeded ones draw per text). Perturbation methods pool their texts' forward passes instead (:class:`_Pooled`)."""
 
     def __init__(self, name: str, family: str, description: str, reference: str, params: dict, call,
-                 per_token: str, axiom=None):
+                 per_token: str, axiom=None, pads=False):
         self.name, self.family, self.description, self.reference = name, family, description, reference
         self.params, self.call, self.per_token = params, call, per_token
         self.axiom, self.axiom_tolerance = axiom if axiom is not None else (None, None)
+        self.padded = pads
+
+    @property
+    def pools(self) -> bool:
+        """Perturbation methods need outputs only: their texts' forward passes are pooled (:class:`_Pooled`)."""
+        return self.family == "perturbation"
+
+    @property
+    def pads(self) -> bool:
+        return self.padded
+
+    @property
+    def batched(self) -> bool:
+        return self.pools or self.pads
+
+    def run(self, adapter, texts, *, targets, layers, truncate):
+        if not self.pools or len(texts) == 1:
+            return super().run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
+        batch = adapter.encode(texts, truncate=truncate)
+        layer = adapter.model.get_input_embeddings()
+        inputs = [(batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n])
+                  for b, n in enumerate(batch.lengths)]
+        forwards = [_Pooled(adapter, [target], mask) for target, (_, mask) in zip(targets, inputs)]
+        for forward, (ids, mask) in zip(forwards, inputs):
+            self.attribute(forward, layer, ids, mask, adapter)  # records the inputs captum asks for
+        _answer(adapter, forwards, self.batch_tokens)
+        results = []
+        for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs)):
+            scores, meta = self.attribute(forward, layer, ids, mask, adapter)  # the same draws, answered
+            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.asarray(scores), None,
+                                        {"dtype": str(adapter.dtype).replace("torch.", ""),
+                                         "truncated": batch.truncated[b], **meta}))
+        return results
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         values = self.get_params()
@@ -117,22 +203,28 @@ class CaptumMethod(GradientMethod):
             with torch.random.fork_rng():
                 torch.manual_seed(values.get("seed", 0))
                 np.random.seed(values.get("seed", 0))
-                attributions, meta = self.call(forward, embeds, baselines, tokens, (attention_mask,), values,
-                                               adapter)
+                attributions, meta = self.call(forward, embeds, baselines, tokens, forward.args, values, adapter)
         finally:
             np.random.set_state(numpy_state)
-        attributions = attributions[0].detach().double()
+        attributions = attributions.detach().double()
         scores = (attributions.sum(-1) if self.per_token == "sum" else attributions.mean(-1)).cpu().numpy()
+        lengths = attention_mask.sum(-1).tolist()
+        scores = [row[:n] for row, n in zip(scores, lengths)]
+        metas = [{key: (float(v[b]) if isinstance(v, torch.Tensor) else v) for key, v in meta.items()}
+                 for b in range(len(scores))]
         if self.axiom is not None:
             with torch.no_grad():
-                ends = forward(torch.cat([baselines, embeds.detach()]), attention_mask).double()
+                ends = forward(torch.cat([baselines, embeds.detach()]), *forward.repeated(2)).double()
             tolerance = self.axiom_tolerance(adapter) if callable(self.axiom_tolerance) else self.axiom_tolerance
-            meta["axiom"] = axiom_check(self.axiom, scores.sum(), float(ends[1] - ends[0]), tolerance)
-        return scores, meta
+            for b, own in enumerate(metas):
+                own["axiom"] = axiom_check(self.axiom, scores[b].sum(), float(ends[len(scores) + b] - ends[b]),
+                                           tolerance)
+        return (scores, metas) if self.pads else (scores[0], metas[0])
 
 
 def _delta(delta) -> dict:
-    return {"convergence_delta": float(delta.detach().abs().max())}
+    """captum's convergence delta, per text."""
+    return {"convergence_delta": delta.detach().abs().reshape(len(delta), -1).amax(-1)}
 
 
 def _saliency(forward, embeds, baselines, tokens, args, values, adapter):
@@ -203,15 +295,17 @@ def _kernel_shap(forward, embeds, baselines, tokens, args, values, adapter):
     return _sampled("KernelShap")(forward, embeds, baselines, tokens, args, values, adapter)
 
 
-def _register(name, family, description, reference, call, per_token="sum", axiom=None, **params):
-    """``axiom``: (the identity the scores meet, its tolerance: a number or a function of the adapter)."""
-    register(CaptumMethod(name, family, description, reference, params, call, per_token, axiom))
+def _register(name, family, description, reference, call, per_token="sum", axiom=None, pads=False, **params):
+    """``axiom``: (the identity the scores meet, its tolerance: a number or a function of the adapter);
+    ``pads``: it takes a padded batch of texts."""
+    register(CaptumMethod(name, family, description, reference, params, call, per_token, axiom, pads))
 
 
 _register("saliency", "gradient", "|gradient| at the word embeddings, summed per token (captum Saliency)",
-          "Simonyan et al. 2014", _saliency)
+          "Simonyan et al. 2014", _saliency, pads=True)
 _register("deeplift", "gradient", "DeepLift rescale rule against the baseline text (captum DeepLift)",
-          "Shrikumar et al. 2017", _deeplift, axiom=("conservation", default_tolerance), baseline=BASELINE_PARAM)
+          "Shrikumar et al. 2017", _deeplift, axiom=("conservation", default_tolerance), baseline=BASELINE_PARAM,
+          pads=True)
 _register("gradient_shap", "gradient", "expected gradients between noisy baselines and the input (captum)",
           "Lundberg & Lee 2017", _gradient_shap, baseline=BASELINE_PARAM,
           n_samples=Param(20, "random points on the baseline-input paths", minimum=1),

@@ -43,42 +43,60 @@ class IntegratedGradients(GradientMethod):
               "max_steps": Param(1600, "most gradient evaluations per text (it stops there, unconverged)", minimum=1),
               "baseline": BASELINE_PARAM}
 
+    batched = True  # a batch's texts are refined together: each round halves every unconverged text's worst segment
+
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         values = self.get_params()
-        steps, cap = values["n_steps"], values["max_steps"]
+        steps, cap, texts = values["n_steps"], values["max_steps"], len(input_ids)
         end = layer(input_ids).detach()
         start = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach()
         with torch.no_grad():
-            scores_at_ends = forward(torch.cat([start, end]), attention_mask).double()
-        explained = float(scores_at_ends[1] - scores_at_ends[0])  # F(e) - F(e')
-        target = values["tolerance"] * abs(explained)
+            scores_at_ends = forward(torch.cat([start, end]), *forward.repeated(2)).double()
+        explained = (scores_at_ends[texts:] - scores_at_ends[:texts]).tolist()  # F(e) - F(e') per text
+        targets = [values["tolerance"] * abs(x) for x in explained]
         engine = captum_attr().IntegratedGradients(forward)
 
-        def point(a: float) -> torch.Tensor:  # e' + a (e - e'), exactly e' at 0 and e at 1
-            return start * (1 - a) + end * a
+        def segments(pieces: list[tuple[int, float, float]]) -> list[tuple[torch.Tensor, float]]:
+            """Each (text, a, b) piece's attributions from e'+a(e-e') to e'+b(e-e') and its own gap, in one call."""
+            rows = torch.tensor([b for b, _, _ in pieces], device=end.device)
+            lo, hi = (torch.tensor([p[k] for p in pieces], dtype=end.dtype, device=end.device)[:, None, None]
+                      for k in (1, 2))
+            first, last = start[rows], end[rows]  # e' + a (e - e'): exactly e' at 0 and e at 1
+            tokens = len(pieces) * input_ids.shape[1]
+            attributions, delta = engine.attribute(
+                first * (1 - hi) + last * hi, baselines=first * (1 - lo) + last * lo,
+                additional_forward_args=tuple(a[rows] for a in forward.args), n_steps=steps, method="gausslegendre",
+                return_convergence_delta=True, internal_batch_size=len(pieces) * max(1, self.batch_tokens // tokens))
+            sums = attributions.detach().double().sum(-1)
+            return [(sums[k], float(delta[k].double())) for k in range(len(pieces))]
 
-        def segment(lo: float, hi: float) -> tuple[torch.Tensor, float]:
-            attributions, delta = engine.attribute(point(hi), baselines=point(lo), additional_forward_args=(
-                attention_mask,), n_steps=steps, method="gausslegendre", return_convergence_delta=True)
-            return attributions[0].detach().double().sum(-1), float(delta.double().sum())
-
-        segments = {(0.0, 1.0): segment(0.0, 1.0)}
-        used = steps
-        while sum(abs(d) for _, d in segments.values()) > target and used + 2 * steps <= cap:
-            lo, hi = max(segments, key=lambda s: abs(segments[s][1]))  # the segment with the largest gap
-            del segments[(lo, hi)]
-            mid = (lo + hi) / 2
-            segments[(lo, mid)], segments[(mid, hi)] = segment(lo, mid), segment(mid, hi)
-            used += 2 * steps
-        scores = sum(a for a, _ in segments.values()).cpu().numpy()
-        gap = abs(float(scores.sum()) - explained)
-        bound = sum(abs(d) for _, d in segments.values())
-        return scores, {"n_steps": used, "segments": len(segments), "convergence_delta": gap,
-                        "relative_delta": gap / max(abs(explained), 1e-12),
-                        "segment_delta": bound / max(abs(explained), 1e-12), "converged": bool(bound <= target),
-                        "baseline": values["baseline"],
-                        "axiom": axiom_check("completeness", scores.sum(), explained, values["tolerance"],
-                                             steps=used)}
+        parts = [{(0.0, 1.0): piece} for piece in segments([(b, 0.0, 1.0) for b in range(texts)])]
+        used = [steps] * texts
+        while True:
+            pieces = []
+            for b, own in enumerate(parts):
+                if sum(abs(d) for _, d in own.values()) > targets[b] and used[b] + 2 * steps <= cap:
+                    lo, hi = max(own, key=lambda s: abs(own[s][1]))  # the segment with the largest gap
+                    del own[(lo, hi)]
+                    pieces += [(b, lo, (lo + hi) / 2), (b, (lo + hi) / 2, hi)]
+                    used[b] += 2 * steps
+            if not pieces:
+                break
+            for (b, lo, hi), piece in zip(pieces, segments(pieces)):
+                parts[b][(lo, hi)] = piece
+        scores, metas = [], []
+        for b, own in enumerate(parts):
+            text_scores = sum(a for a, _ in own.values()).cpu().numpy()[:int(attention_mask[b].sum())]
+            gap = abs(float(text_scores.sum()) - explained[b])
+            bound = sum(abs(d) for _, d in own.values())
+            scores.append(text_scores)
+            metas.append({"n_steps": used[b], "segments": len(own), "convergence_delta": gap,
+                          "relative_delta": gap / max(abs(explained[b]), 1e-12),
+                          "segment_delta": bound / max(abs(explained[b]), 1e-12),
+                          "converged": bool(bound <= targets[b]), "baseline": values["baseline"],
+                          "axiom": axiom_check("completeness", text_scores.sum(), explained[b], values["tolerance"],
+                                               steps=used[b])})
+        return scores, metas
 
 
 register(IntegratedGradients)

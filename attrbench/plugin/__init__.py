@@ -65,15 +65,15 @@ from .evaluation import (
                          Workspace,
                          decompositions,
 )
-from .gradient import BASELINE_PARAM, BASELINES, GradientMethod, baseline_ids, captum_attr
+from .gradient import BASELINE_PARAM, BASELINES, GradientMethod, TargetForward, baseline_ids, captum_attr
 from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, ScopeMap
 from .method import AXIOMS, axiom_check
 
 __all__ = [
     # plugin kinds and their declarations
     "Method", "MethodResult", "ScopeMap", "Rollout", "GradientMethod", "Evaluation", "Analysis", "EvalContext",
-    "Workspace", "ExampleWork", "Dataset", "Example", "Param", "Configurable", "params_key", "VALUE_BIAS_PARAM",
-    "FF_PARAMS", "FLOOR_DRAWS", "FLOOR_METHOD",
+    "Workspace", "ExampleWork", "TargetForward", "Dataset", "Example", "Param", "Configurable", "params_key",
+    "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS", "FLOOR_METHOD",
     "AXIOMS", "axiom_check",
     "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method",
     # registries

@@ -30,6 +30,7 @@ evaluation adds to the other tables of its suite (cost), a published reference p
 """
 from __future__ import annotations
 
+import copy
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -105,34 +106,78 @@ class Workspace:
             method(adapter, [example.text], target=example.target)
         self._warm.add((adapter.weights_sha256, method.key))
 
-    def attribution(self, adapter, method: Method, example: Example) -> MethodResult:
-        """One method's input attribution of one example for its own target, with its cost (memoised, stored)."""
-        key = (adapter.weights_sha256, str(adapter.dtype), method.key, example.text, example.target)
-        if key in self._attributions:
-            return self._attributions[key]
-        stored_key = "|".join(map(str, key))
-        stored = self.store.attribution_get(stored_key) if self.store is not None else None
-        if stored is not None:
-            result = MethodResult(method.name, adapter.name, stored["tokens"], np.asarray(stored["values"]),
-                                  stored["residual"], stored["meta"])
-        else:
-            self._warm_up(adapter, method, example)  # lazy imports, first calls: not the method's cost
-            (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target),
-                                                adapter.device)
-            result.meta["cost"] = {"seconds": seconds, "peak_mb": peak_mb, "n_tokens": len(result.tokens)}
-            self.attributions_computed += 1
-            self.attribution_seconds += seconds
-            if self.store is not None:
-                self.store.attribution_put(stored_key, {"tokens": result.tokens, "values": result.values.tolist(),
-                                                        "residual": result.residual, "meta": result.meta})
+    def _key(self, adapter, method: Method, example: Example) -> tuple:
+        return adapter.weights_sha256, str(adapter.dtype), method.key, example.text, example.target
+
+    def _keep(self, key: tuple, result: MethodResult, store: bool) -> None:
+        if store and self.store is not None:
+            self.store.attribution_put("|".join(map(str, key)), {
+                "tokens": result.tokens, "values": result.values.tolist(), "residual": result.residual,
+                "meta": result.meta})
         self._attributions[key] = result
         if len(self._attributions) > self.cache_size:
             self._attributions.popitem(last=False)
+
+    def _known(self, adapter, method: Method, example: Example) -> Optional[MethodResult]:
+        """The attribution memoised in this process, or stored by an earlier one (then memoised)."""
+        key = self._key(adapter, method, example)
+        if key in self._attributions:
+            return self._attributions[key]
+        stored = self.store.attribution_get("|".join(map(str, key))) if self.store is not None else None
+        if stored is None:
+            return None
+        result = MethodResult(method.name, adapter.name, stored["tokens"], np.asarray(stored["values"]),
+                              stored["residual"], stored["meta"])
+        self._keep(key, result, store=False)
         return result
+
+    def attribution(self, adapter, method: Method, example: Example) -> MethodResult:
+        """One method's input attribution of one example for its own target, with its cost (memoised, stored)."""
+        known = self._known(adapter, method, example)
+        if known is not None:
+            return known
+        self._warm_up(adapter, method, example)  # lazy imports, first calls: not the method's cost
+        (result,), seconds, peak_mb = timed(lambda: method(adapter, [example.text], target=example.target),
+                                            adapter.device)
+        result.meta["cost"] = {"seconds": seconds, "peak_mb": peak_mb, "n_tokens": len(result.tokens)}
+        self.attributions_computed += 1
+        self.attribution_seconds += seconds
+        self._keep(self._key(adapter, method, example), result, store=True)
+        return result
+
+    def prefetch(self, adapter, method: Method, examples: Sequence[Example]) -> None:
+        """Compute a batched method's missing attributions of ``examples`` in one call (the method packs them into
+        length-sorted padded batches of the run's token budget), so that later lookups find them. Each result's cost
+        is the call's seconds shared out by tokens (``meta["cost"]["batch"]``: the texts timed together), which is
+        what a text costs when a run attributes many; a method that is not batched computes each when asked."""
+        if not method.batched:
+            return
+        todo, seen = [], set()
+        for example in examples:
+            key = self._key(adapter, method, example)
+            if key not in seen and self._known(adapter, method, example) is None:
+                seen.add(key)
+                todo.append(example)
+        if len(todo) < 2:
+            return
+        self._warm_up(adapter, method, todo[0])
+        method = copy.copy(method)
+        method.batch_tokens = self.batcher.batch_tokens
+        results, seconds, peak_mb = timed(lambda: method(adapter, [e.text for e in todo],
+                                                         target=[e.target for e in todo]), adapter.device)
+        tokens = sum(len(r.tokens) for r in results)
+        for example, result in zip(todo, results, strict=True):
+            result.meta["cost"] = {"seconds": seconds * len(result.tokens) / tokens, "peak_mb": peak_mb,
+                                   "n_tokens": len(result.tokens), "batch": len(todo)}
+            self._keep(self._key(adapter, method, example), result, store=True)
+        self.attributions_computed += len(todo)
+        self.attribution_seconds += seconds
 
     def attributions(self, adapter, method: Method, examples: Sequence[Example], progress: bool = False,
                      desc: str = "") -> list[MethodResult]:
-        """One method's input attributions for each example's own target (memoised)."""
+        """One method's input attributions for each example's own target (memoised; a batched method's computed
+        together)."""
+        self.prefetch(adapter, method, examples)
         return [self.attribution(adapter, method, e)
                 for e in tqdm(examples, desc=desc or method.name, unit="ex", disable=not progress, leave=False)]
 

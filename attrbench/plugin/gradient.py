@@ -8,11 +8,13 @@ score is the target's logit (or a logit difference for contrast targets) from th
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
 import torch
 
 from ..errors import InputError
-from ..ops.targets import no_head_reason
+from ..ops.targets import head_kind, no_head_reason
 from ..ops.tokens import special_mask
 from ..params import Param
 from .method import Method, MethodResult
@@ -22,15 +24,16 @@ BASELINE_PARAM = Param("pad", "token the baseline puts in place of every non-spe
 
 
 def baseline_ids(adapter, input_ids: torch.Tensor, baseline: str) -> torch.Tensor:
-    """(1, n) ids with every non-special token replaced by the ``baseline`` token (pad, mask, unk or eos)."""
+    """(B, n) ids with every non-special token replaced by the ``baseline`` token (pad, mask, unk or eos)."""
     tok = adapter.tokenizer
     baseline_id = dict(zip(BASELINES, (tok.pad_token_id, tok.mask_token_id, tok.unk_token_id,
                                        tok.eos_token_id)))[baseline]
     if baseline_id is None:
         raise InputError(f"baseline token '{baseline}' is not available for '{adapter.name}': "
                          f"use one of {', '.join(BASELINES)} that it has")
-    special = torch.from_numpy(special_mask(adapter, input_ids[0].tolist())).to(input_ids.device)
-    return torch.where(special, input_ids[0], baseline_id)[None]
+    special = torch.from_numpy(np.stack([special_mask(adapter, row.tolist()) for row in input_ids])).to(
+        input_ids.device)
+    return torch.where(special, input_ids, baseline_id)
 
 
 def captum_attr():
@@ -40,31 +43,105 @@ def captum_attr():
     return captum.attr
 
 
+class TargetForward:
+    """The explained score of a batch of texts, each for its own target, as captum calls it: ``forward(inputs,
+    attention_mask, rows, index, contrast)`` -> (B,) scores, where ``inputs`` are token ids or word embeddings.
+
+    captum expands every tensor of ``additional_forward_args`` as it expands the inputs (steps, perturbations,
+    noisy copies), so passing :attr:`args` keeps each copy with its own text's mask and target; a text attributed
+    alone may pass its mask only (the target then broadcasts over the copies, as before batching)."""
+
+    def __init__(self, adapter, targets, attention_mask: torch.Tensor):
+        device = adapter.device
+        self.adapter = adapter
+        self.rows = torch.tensor([t.row for t in targets], dtype=torch.long, device=device)
+        self.index = torch.tensor([t.index for t in targets], dtype=torch.long, device=device)
+        self.contrast = torch.tensor([-1 if t.contrast_index is None else t.contrast_index for t in targets],
+                                     dtype=torch.long, device=device)
+        self.args = (attention_mask, self.rows, self.index, self.contrast)
+
+    def repeated(self, times: int) -> tuple:
+        """:attr:`args` for ``times`` copies of the batch stacked (``torch.cat([a, b])`` of two batches)."""
+        return tuple(a.repeat(times, *([1] * (a.ndim - 1))) for a in self.args)
+
+    def __call__(self, inputs, attention_mask, rows=None, index=None, contrast=None):
+        key = "inputs_embeds" if inputs.is_floating_point() else "input_ids"
+        rows, index, contrast = (self._fit(given, own, len(inputs)) for given, own in
+                                 ((rows, self.rows), (index, self.index), (contrast, self.contrast)))
+        mask = attention_mask if len(attention_mask) == len(inputs) else attention_mask.expand(len(inputs), -1)
+        logits = self.adapter.row_logits(rows.tolist(), **{key: inputs}, attention_mask=mask)
+        every = torch.arange(len(inputs), device=logits.device)
+        score = logits[every, index]
+        other = logits[every, contrast.clamp(min=0)]
+        return torch.where(contrast >= 0, score - other, score)
+
+    @staticmethod
+    def _fit(given, own, size: int):
+        """The per-copy target tensor: captum's expansion where it passed one, else the batch's broadcast."""
+        values = own if given is None else given
+        if len(values) == size:
+            return values
+        if len(values) != 1:
+            raise ValueError(f"{size} inputs for a batch of {len(values)} texts: pass forward.args to captum "
+                             "(additional_forward_args) so that it expands each text's target with its copies")
+        return values.expand(size)
+
+
 class GradientMethod(Method):
+    """A captum method at the word embeddings. ``batched = False``: :meth:`attribute` gets one text at a time,
+    (1, n), and returns its (n,) scores and metadata. ``batched = True``: it gets a right-padded batch (B, n) whose
+    texts each have their own target (``forward.args``), and returns (B, n) scores (padding's ignored) and B
+    metadata dicts; the results equal those of one text at a time to float tolerance (the conformance check)."""
+
     output = "scores"
     family = "gradient"
+    batched = False
+    batch_tokens = 4096  # padded tokens per forward pass of a batched method (a run sets its own budget)
 
     def supports(self, adapter):
         return no_head_reason(adapter)
 
-    def attribute(self, forward, layer, input_ids, attention_mask, adapter) -> tuple[np.ndarray, dict]:
-        """(n,) scores and extra metadata for one text; subclasses call one captum method."""
+    @property
+    def pads(self) -> bool:
+        """Whether :meth:`attribute` takes a padded batch (a batched method may batch its texts otherwise)."""
+        return self.batched
+
+    def attribute(self, forward: TargetForward, layer, input_ids, attention_mask, adapter):
+        """Scores and metadata of one text, or of a batch when ``batched`` (see the class docstring)."""
         raise NotImplementedError
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
-        results = []
-        for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
-            ids, mask = batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n]
-
-            def forward(inputs, attention_mask):  # token ids, or word embeddings (captum's input-space methods)
-                key = "inputs_embeds" if inputs.is_floating_point() else "input_ids"
-                mask = attention_mask.expand(len(inputs), -1)  # captum batches perturbed copies of one text
-                return resolved.logit(adapter.row_logits(resolved.row, **{key: inputs}, attention_mask=mask))
-
+        layer = adapter.model.get_input_embeddings()
+        results: list[Optional[MethodResult]] = [None] * len(texts)
+        for group in self.groups(adapter, batch.lengths):
+            n = max(batch.lengths[b] for b in group)
+            ids, mask = batch.input_ids[group, :n], batch.attention_mask[group, :n]
+            forward = TargetForward(adapter, [targets[b] for b in group], mask)
             with torch.enable_grad():
-                scores, meta = self.attribute(forward, adapter.model.get_input_embeddings(), ids, mask, adapter)
-            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores, None,
-                                        {"dtype": str(adapter.dtype).replace("torch.", ""),
-                                         "truncated": batch.truncated[b], **meta}))
+                scores, meta = self.attribute(forward, layer, ids, mask, adapter)
+            scores, metas = (scores, meta) if self.pads else ([scores], [meta])
+            for k, b in enumerate(group):
+                results[b] = MethodResult(self.name, adapter.name, batch.tokens[b],
+                                          np.asarray(scores[k])[:batch.lengths[b]], None,
+                                          {"dtype": str(adapter.dtype).replace("torch.", ""),
+                                           "truncated": batch.truncated[b], **metas[k]})
         return results
+
+    def groups(self, adapter, lengths: Sequence[int]) -> list[list[int]]:
+        """The texts attributed together: one at a time unless ``batched``; else length-sorted batches of at most
+        ``batch_tokens`` padded tokens. A decoder read by a sequence-classification head takes equal lengths only:
+        given embeddings, it pools the last position, which padding would move."""
+        if not self.pads:
+            return [[b] for b in range(len(lengths))]
+        order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
+        equal_only = adapter.causal and head_kind(adapter) == "classifier"
+        out: list[list[int]] = []
+        for b in order:
+            last = out[-1] if out else None
+            if last and (len(last) + 1) * lengths[b] <= self.batch_tokens and (
+                    not equal_only or lengths[last[0]] == lengths[b]):
+                last.append(b)
+            else:
+                out.append([b])
+        return out

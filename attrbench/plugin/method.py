@@ -80,6 +80,9 @@ class Method(Configurable):
     complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
     axiom: Optional[str] = None  # the identity of AXIOMS its output meets; each result's meta["axiom"] says how well
     reference: str = ""
+    # ``run`` computes several texts together (padded batches): a run hands it every example of a shard at once
+    # (``Workspace.prefetch``); the results equal one text at a time to float tolerance (the conformance check)
+    batched: bool = False
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         return None
@@ -91,20 +94,24 @@ class Method(Configurable):
         return None
 
     def __call__(self, adapter: TransformerAdapter, texts: Sequence[str] | str, *,
-                 target: Target | str | None = None, layers: Optional[Sequence[int]] = None,
-                 truncate: bool = False) -> list[MethodResult]:
+                 target: Target | str | Sequence[Target | str] | None = None,
+                 layers: Optional[Sequence[int]] = None, truncate: bool = False) -> list[MethodResult]:
+        """One result per text, each for ``target`` (one for all texts, or a sequence of one per text)."""
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"method '{self.name}' cannot run on '{adapter.name}': {reason}")
         texts = [texts] if isinstance(texts, str) else list(texts)
-        target = target if isinstance(target, Target) else Target.parse(target)
+        given = list(target) if isinstance(target, (list, tuple)) else [target] * len(texts)
+        if len(given) != len(texts):
+            raise InputError(f"{len(given)} targets for {len(texts)} texts: give one target, or one per text")
+        given = [t if isinstance(t, Target) else Target.parse(t) for t in given]
         batch = adapter.encode(texts, truncate=truncate)  # the same tokens every method sees
         limit, longest = self.token_limit(), max(batch.lengths)
         if limit is not None and longest > limit:
             raise InputError(f"{self.name} takes at most {limit} tokens and a text has {longest}: shorten it, or raise "
                              f"{self.name}.max_tokens")
-        targets = [resolve_text(adapter, batch.input_ids[b, :n].tolist(), target)  # before any method runs
-                   for b, n in enumerate(batch.lengths)]
+        targets = [resolve_text(adapter, batch.input_ids[b, :n].tolist(), t)  # before any method runs
+                   for b, (n, t) in enumerate(zip(batch.lengths, given))]
         results = self.run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
         params = self.get_params()
         for text, tokens, resolved, result in zip(texts, batch.tokens, targets, results, strict=True):

@@ -311,6 +311,14 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
               Counter(batcher.lengths_sent))
     work, meta = {}, {}
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
+    scored: dict[str, list[Example]] = {}  # per method, the examples whose attribution the job's rows score
+    for example_id, (eval_key, cell, _) in pairs:
+        evaluation = plan.evaluation(eval_key)
+        if evaluation.per_example and cell != SHARED and not (plan.has_floor(evaluation)
+                                                              and cell == evaluation.floor_key):
+            scored.setdefault(cell, []).append(by_id[example_id])
+    for cell, examples in scored.items():  # a batched method's attributions of the whole shard in one call
+        context.prefetch(adapter, plan.method(cell), examples)
     for example_id, (eval_key, cell, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
                                                   disable=not progress, leave=False):
         evaluation, example = plan.evaluation(eval_key), by_id[example_id]

@@ -1,0 +1,81 @@
+"""Batched gradient methods: a padded batch of texts, each with its own target, gives each text's own result, and a
+run's workspace computes a shard's attributions of a batched method in one call."""
+import numpy as np
+import pytest
+
+from attrbench.datasets.base import Example
+from attrbench.models import load_model
+from attrbench.models.tiny import TINY_MODELS
+from attrbench.plugin import Workspace
+from attrbench.registry import METHODS
+
+ADAPTERS = {n: load_model(n) for n in TINY_MODELS}
+TEXTS = ["the keys to the cabinet are on the table .", "dogs run", "a wonderful film about the sea"]
+BATCHED = [(m.name, n) for m in METHODS.all() if m.batched for n in TINY_MODELS
+           if m.supports(ADAPTERS[n]) is None]
+
+
+def test_the_gradient_and_perturbation_families_are_batched():
+    assert {"grad_l2", "grad_x_input", "integrated_gradients", "saliency", "deeplift", "feature_ablation",
+            "occlusion", "lime", "kernel_shap", "shapley_sampling"} <= {name for name, _ in BATCHED}
+    assert all(METHODS.get(name).pads for name in ("grad_l2", "integrated_gradients", "saliency", "deeplift"))
+    # perturbation methods pool their texts' forward passes, each text drawn as alone (no padding)
+    assert not any(METHODS.get(name).pads for name in ("occlusion", "lime", "kernel_shap", "shapley_sampling"))
+    assert METHODS.get("occlusion").with_params(window=2).batched
+    # seeded per text, and their gradients need the text's own pass: one at a time
+    assert not METHODS.get("gradient_shap").batched and not METHODS.get("smooth_grad").batched
+
+
+@pytest.mark.parametrize("method,model", BATCHED)
+def test_a_batch_with_a_target_per_text_equals_one_text_at_a_time(method, model):
+    adapter, method = ADAPTERS[model], METHODS.get(method)
+    lengths = [len(adapter.tokenizer(t)["input_ids"]) for t in TEXTS]
+    targets = [f"position:{min(k + 1, n - 1)}" for k, n in enumerate(lengths)]  # another row per text
+    together = method(adapter, TEXTS, target=targets)
+    for text, target, batched in zip(TEXTS, targets, together):
+        (alone,) = method(adapter, [text], target=target)
+        assert batched.tokens == alone.tokens and batched.meta["row"] == alone.meta["row"]
+        scale = max(1e-12, float(np.abs(alone.values).max()))
+        assert float(np.abs(batched.values - alone.values).max()) / scale <= 1e-5, (method.name, model, text)
+        for key in ("n_steps", "segments", "converged"):
+            assert batched.meta.get(key) == alone.meta.get(key)
+
+
+def test_batches_keep_to_the_token_budget_and_decoder_classifiers_to_one_length(monkeypatch):
+    lengths = [3, 5, 2, 5, 9]
+    method = METHODS.get("grad_l2").with_params()
+    method.batch_tokens = 12
+    groups = method.groups(ADAPTERS["tiny-bert"], lengths)
+    assert sorted(b for g in groups for b in g) == [0, 1, 2, 3, 4]
+    assert all(len(g) * max(lengths[b] for b in g) <= 12 for g in groups)
+    assert groups[0] == [2, 0]  # length-sorted
+    assert len(METHODS.get("grad_l2").groups(ADAPTERS["tiny-bert"], lengths)) == 1  # the default budget
+    # a decoder read by a sequence-classification head pools its last position, which padding would move
+    from attrbench.plugin import gradient
+    monkeypatch.setattr(gradient, "head_kind", lambda adapter: "classifier")
+    groups = METHODS.get("grad_l2").groups(ADAPTERS["tiny-llama"], [4, 4, 5, 4])
+    assert sorted(len(g) for g in groups) == [1, 3] and all(len({[4, 4, 5, 4][b] for b in g}) == 1 for g in groups)
+    assert len(METHODS.get("grad_l2").groups(ADAPTERS["tiny-bert"], [4, 4, 5, 4])) == 1  # an encoder pads
+
+
+def test_the_workspace_computes_a_batched_methods_attributions_together():
+    adapter = ADAPTERS["tiny-llama"]
+    examples = [Example(f"e{k}", text, "auto") for k, text in enumerate(TEXTS)]
+    workspace = Workspace()
+    method = METHODS.get("integrated_gradients")
+    workspace.prefetch(adapter, method, examples + examples[:1])  # a repeat is computed once
+    assert workspace.attributions_computed == 3
+    costs = [workspace.attribution(adapter, method, e).meta["cost"] for e in examples]
+    assert workspace.attributions_computed == 3  # found, not computed again
+    assert all(c["batch"] == 3 for c in costs)
+    assert sum(c["seconds"] for c in costs) == pytest.approx(workspace.attribution_seconds)
+    shares = [c["seconds"] / c["n_tokens"] for c in costs]
+    assert max(shares) == pytest.approx(min(shares))  # shared out by tokens
+    for example in examples:  # the same scores as a workspace that computes each alone
+        alone = Workspace().attribution(adapter, method, example)
+        together = workspace.attribution(adapter, method, example)
+        assert np.allclose(alone.values, together.values, rtol=1e-5, atol=1e-7)
+        assert "batch" not in alone.meta["cost"]
+    one_at_a_time = Workspace()
+    one_at_a_time.prefetch(adapter, METHODS.get("smooth_grad"), examples)
+    assert one_at_a_time.attributions_computed == 0  # not batched: each is computed when asked
