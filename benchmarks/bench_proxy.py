@@ -1,13 +1,16 @@
 """The engine's own overhead, before and after a change, side by side: a leaderboard run on a tiny model, where a
 forward pass costs little, so what is measured is everything that is not arithmetic (the launches a GPU pays for).
 
-    python benchmarks/bench_proxy.py [--before REV] [--n 6] [--shard 6] [--repeat 2] [--json OUT.json]
+    python benchmarks/bench_proxy.py [--before REV] [--n 6] [--shard 6] [--geometry cpu|gpu] [--repeat 2]
+                                     [--json OUT.json]
 
 The run: every registered method and the six scoring evaluations ``naopc, soft_erasure, erasure_aopc, abpc,
 faithfulness_corr, timing`` on ``tiny-llama`` / ``sva-linzen``, ``--n`` examples, shard size ``--shard``, from an
-empty folder. ``before`` is the engine at git revision ``--before`` (checked out into a temporary worktree),
-``after`` the working tree; each runs in its own process, alternately, ``--repeat`` times, and the fastest run of
-each is shown (timing noise only adds). Printed per engine:
+empty folder, with the batch budget and padding of a CPU or (``--geometry gpu``) of a CUDA device: the proxy
+stands in for a GPU, where a forward pass is cheap and launches are what cost. ``before`` is the engine at git
+revision ``--before`` (checked out into a temporary worktree), ``after`` the working tree; each runs in its own
+process, alternately, ``--repeat`` times, and the fastest run of each is shown (timing noise only adds). Printed
+per engine:
 
 - ``model calls``: forward passes of the model (its top module called), every caller counted (methods, metrics,
   target resolution, warm-ups), and per example;
@@ -40,11 +43,13 @@ def config(n: int, shard: int) -> dict:
             "suite": [{"model": "tiny-llama", "dataset": "sva-linzen", "n": n, "methods": "all", "evals": EVALS}]}
 
 
-def measure(n: int, shard: int, folder: Path) -> dict:
-    """One run in this process (whichever engine ``attrbench`` imports as): its counts and seconds."""
+def measure(n: int, shard: int, folder: Path, geometry: str) -> dict:
+    """One run in this process (whichever engine ``attrbench`` imports as): its counts and seconds. ``geometry``
+    "gpu": the batch budget and padding a CUDA device gets (``RunOptions``), computed on the CPU."""
     import torch
 
     from attrbench.runtime.context import RunContext
+    from attrbench.runtime.options import DEFAULT_BATCH_TOKENS, DEFAULT_PAD_TOKENS, RunOptions
     from attrbench.runtime.pipeline import run_leaderboard
 
     calls = {"n": 0}
@@ -62,18 +67,20 @@ def measure(n: int, shard: int, folder: Path) -> dict:
     torch.set_num_threads(torch.get_num_threads())
     shutil.rmtree(folder, ignore_errors=True)
     began = time.perf_counter()
-    summary = run_leaderboard(config(n, shard), folder, progress=False)
+    kind = {"cpu": "cpu", "gpu": "cuda"}[geometry]
+    options = RunOptions(batch_tokens=DEFAULT_BATCH_TOKENS[kind], pad_tokens=DEFAULT_PAD_TOKENS[kind])
+    summary = run_leaderboard(config(n, shard), folder, progress=False, options=options)
     return {"examples": n, "rows": summary["rows"], "model calls": calls["n"], "inputs sent": summary["model_rows"],
             "attributions": summary["attributions"], "computing s": summary["compute_seconds"],
             "attribution s": summary["attribution_seconds"], "forward s": summary["forward_seconds"],
             "end-to-end s": time.perf_counter() - began}
 
 
-def child(tree: Path, n: int, shard: int, folder: Path) -> dict:
+def child(tree: Path, n: int, shard: int, folder: Path, geometry: str) -> dict:
     """:func:`measure` in a fresh process importing ``attrbench`` from ``tree``."""
     env = {**os.environ, "PYTHONPATH": str(tree), "TOKENIZERS_PARALLELISM": "false"}
-    out = subprocess.run([sys.executable, __file__, "--measure", str(folder), "--n", str(n), "--shard", str(shard)],
-                         cwd=tree, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, __file__, "--measure", str(folder), "--n", str(n), "--shard", str(shard),
+                          "--geometry", geometry], cwd=tree, env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"the run in {tree} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -118,11 +125,14 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=6)
     parser.add_argument("--shard", type=int, default=6)
     parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--geometry", choices=("cpu", "gpu"), default="cpu",
+                        help="the batch budget and padding of this device kind (default cpu; gpu: a CUDA device's, "
+                             "as the proxy stands in for one)")
     parser.add_argument("--json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.n, args.shard, Path(args.measure))))
+        print(json.dumps(measure(args.n, args.shard, Path(args.measure), args.geometry)))
         return
     import pandas as pd
 
@@ -138,7 +148,7 @@ def main() -> None:
             runs: dict[str, list[dict]] = {name: [] for name in trees}
             for r in range(args.repeat):
                 for name, tree in trees.items():
-                    runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}"))
+                    runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}", args.geometry))
                     print(f"{name} run {r + 1}: {runs[name][-1]['computing s']:.1f} s computing", flush=True)
             agreement = compare(Path(scratch) / "before-0", Path(scratch) / "after-0") if args.before else None
         finally:
@@ -155,7 +165,8 @@ def main() -> None:
         frame["before / after"] = [table["before"][k] / table["after"][k] if table["after"][k] else float("nan")
                                    for k in frame.index]
     print(f"\nthe proxy: tiny-llama / sva-linzen, every method, {', '.join(EVALS)}; n = {args.n}, shard "
-          f"{args.shard}, fastest of {args.repeat} runs, {os.cpu_count()} CPUs, torch threads "
+          f"{args.shard}, {args.geometry} batch geometry, fastest of {args.repeat} runs, {os.cpu_count()} CPUs, "
+          f"torch threads "
           f"{__import__('torch').get_num_threads()}")
     print(frame.round(3).to_string())
     if agreement:
@@ -166,6 +177,7 @@ def main() -> None:
               f"{', '.join(agreement['differing cells'][:12])}")
     if args.json:
         Path(args.json).write_text(json.dumps({"before": args.before, "n": args.n, "shard": args.shard,
+                                               "geometry": args.geometry,
                                                "repeat": args.repeat, "cpus": os.cpu_count(), "runs": runs,
                                                "fastest": table, "rows": agreement}, indent=1))
 

@@ -173,7 +173,7 @@ class CaptumMethod(GradientMethod):
         return self.pools or self.pads
 
     def run(self, adapter, texts, *, targets, layers, truncate):
-        if not self.pools or len(texts) == 1:
+        if not self.pools:
             return super().run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
         batch = adapter.encode(texts, truncate=truncate)
         layer = adapter.model.get_input_embeddings()
@@ -182,7 +182,7 @@ class CaptumMethod(GradientMethod):
         forwards = [_Pooled(adapter, [target], mask) for target, (_, mask) in zip(targets, inputs)]
         for forward, (ids, mask) in zip(forwards, inputs):
             self.attribute(forward, layer, ids, mask, adapter)  # records the inputs captum asks for
-        _answer(adapter, forwards, self.batch_tokens)
+        _answer(adapter, forwards, 4 * self.batch_tokens)  # plain passes: the run's whole budget
         results = []
         for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs)):
             scores, meta = self.attribute(forward, layer, ids, mask, adapter)  # the same draws, answered

@@ -96,7 +96,9 @@ class GradientMethod(Method):
     output = "scores"
     family = "gradient"
     batched = False
-    batch_tokens = 4096  # padded tokens per forward pass of a batched method (a run sets its own budget)
+    # padded tokens per forward pass of a batched method; a run gives it a quarter of its batcher's budget, since a
+    # pass that keeps its activations for the backward pass holds several times a plain pass's memory per token
+    batch_tokens = 1024
 
     def supports(self, adapter):
         return no_head_reason(adapter)
@@ -114,12 +116,22 @@ class GradientMethod(Method):
         batch = adapter.encode(texts, truncate=truncate)
         layer = adapter.model.get_input_embeddings()
         results: list[Optional[MethodResult]] = [None] * len(texts)
-        for group in self.groups(adapter, batch.lengths):
+        groups = self.groups(adapter, batch.lengths)
+        while groups:
+            group = groups.pop(0)
             n = max(batch.lengths[b] for b in group)
             ids, mask = batch.input_ids[group, :n], batch.attention_mask[group, :n]
             forward = TargetForward(adapter, [targets[b] for b in group], mask)
-            with torch.enable_grad():
-                scores, meta = self.attribute(forward, layer, ids, mask, adapter)
+            try:
+                with torch.enable_grad():
+                    scores, meta = self.attribute(forward, layer, ids, mask, adapter)
+            except torch.OutOfMemoryError:  # a GPU too small for the batch: halve it (a single text re-raises)
+                if len(group) == 1:
+                    raise
+                torch.cuda.empty_cache()
+                self.batch_tokens = max(n, self.batch_tokens // 2)
+                groups[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
+                continue
             scores, metas = (scores, meta) if self.pads else ([scores], [meta])
             for k, b in enumerate(group):
                 results[b] = MethodResult(self.name, adapter.name, batch.tokens[b],

@@ -31,7 +31,8 @@ class RunContext(Workspace):
         self.options = options or RunOptions()
         self.cache = WorkCache(cache)
         super().__init__(self.options.batch_size, cache_size, store=self.cache,
-                         batcher=Batcher(self.cache, self.options.batch_tokens, pad_tokens=self.options.pad_tokens))
+                         batcher=Batcher(self.cache, self.options.batch_tokens, pad_tokens=self.options.pad_tokens,
+                                         max_batch=max(256, self.options.batch_tokens // 16)))
         self.data_dir = data_dir
         self._adapters: dict[str, object] = {}
         self._examples: dict[tuple, tuple[list[Example], dict]] = {}

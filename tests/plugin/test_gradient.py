@@ -2,6 +2,7 @@
 run's workspace computes a shard's attributions of a batched method in one call."""
 import numpy as np
 import pytest
+import torch
 
 from attrbench.datasets.base import Example
 from attrbench.models import load_model
@@ -79,3 +80,21 @@ def test_the_workspace_computes_a_batched_methods_attributions_together():
     one_at_a_time = Workspace()
     one_at_a_time.prefetch(adapter, METHODS.get("smooth_grad"), examples)
     assert one_at_a_time.attributions_computed == 0  # not batched: each is computed when asked
+
+
+def test_a_batch_too_large_for_the_device_is_halved_until_it_fits(monkeypatch):
+    adapter, method = ADAPTERS["tiny-bert"], METHODS.get("grad_x_input").with_params()
+    attribute, sizes = type(method).attribute, []
+
+    def small_device(self, forward, layer, input_ids, attention_mask, adapter):
+        sizes.append(len(input_ids))
+        if len(input_ids) > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return attribute(self, forward, layer, input_ids, attention_mask, adapter)
+
+    monkeypatch.setattr(type(method), "attribute", small_device)
+    halved = method(adapter, TEXTS)
+    assert sizes[0] == 3 and sizes.count(1) == 3 and method.batch_tokens < type(method).batch_tokens
+    monkeypatch.undo()
+    for text, result in zip(TEXTS, halved):
+        assert np.allclose(result.values, METHODS.get("grad_x_input")(adapter, [text])[0].values, atol=1e-6)
