@@ -163,6 +163,7 @@ class Workspace:
         self._warm_up(adapter, method, todo[0])
         method = copy.copy(method)
         method.batch_tokens = max(1, self.batcher.batch_tokens // 4)  # see GradientMethod.batch_tokens
+        method.pad_tokens = self.batcher.pad_tokens
         results, seconds, peak_mb = timed(lambda: method(adapter, [e.text for e in todo],
                                                          target=[e.target for e in todo]), adapter.device)
         tokens = sum(len(r.tokens) for r in results)
