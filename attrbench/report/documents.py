@@ -158,12 +158,28 @@ def _cost_name(records: list[dict]) -> str:
     return next((r["eval"] for r in records if EVALS.get(r["eval"]).cost_metrics), "cost")
 
 
+def sanity_flags(records: list[dict], model: str, dataset: str) -> dict[str, tuple[Optional[bool], int]]:
+    """Per method of a suite, what a sanity check (an evaluation of family "sanity" that declares ``insensitive``,
+    e.g. model randomisation) says of it on its primary metric: flagged (True), passes (False) or undefined (None),
+    and the examples it rests on."""
+    out = {}
+    for r in records:
+        if (r["model"], r["dataset"]) != (model, dataset) or r["eval"] not in EVALS.names():
+            continue
+        evaluation = EVALS.get(r["eval"])
+        if evaluation.family == "sanity" and hasattr(evaluation, "insensitive") \
+                and r["metric"] == evaluation.primary_metric:
+            out[r["method"]] = (evaluation.insensitive(r["values"]), sum(v is not None for v in r["values"]))
+    return out
+
+
 def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
     """Group, method, family, headline score [CI], verdict against the random floor, n, seconds per example and ×
     a forward pass (medians); rows ordered by the headline's mean."""
     stats, metric = headline.statistics, headline.statistics["metric"]
     seconds = _cost(records, headline.model, headline.dataset, "seconds")
     ratio = _cost(records, headline.model, headline.dataset, "forward_passes")
+    sanity = sanity_flags(records, headline.model, headline.dataset)
     dropped = aliased(stats)
     sign = 1.0 if stats["higher_is_better"] else -1.0
     rows = []
@@ -177,12 +193,16 @@ def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
                "vs floor": floor_cell(stats, r["method"]), "n": r["n"],
                "s / example": "–" if s is None else f"{s[0]:.3f}",
                "× forward pass": "–" if f is None else f"{f[0]:.0f}",
+               "sanity": "–" if r["method"] not in sanity else {True: "insensitive", False: "passes"}.get(
+                   sanity[r["method"]][0], "undefined"),
                "_order": -1e18 if r["method"] == stats.get("reference") else
                (-sign * r["mean"] if r["mean"] is not None else 1e18)}
         rows.append(row)
     frame = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
     if not frame["vs floor"].astype(str).str.strip().any():
         frame = frame.drop(columns="vs floor")
+    if not sanity:
+        frame = frame.drop(columns="sanity")
     return frame
 
 
@@ -338,7 +358,33 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
                        + (", better than the random floor" if floor else "") + f", {cheapest[1]}, takes "
                        f"{cheapest[0]:.3f} s per example" + (f", {times[0]:.0f} forward passes' time" if times else "")
                        + ".")
+    for (model, dataset), tables in by_suite.items():
+        out += _sanity_finding(suite_title(model, dataset), sanity_flags(records, model, dataset),
+                               headline_table(tables))
     return out
+
+
+def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[str]:
+    """Which methods the model-randomisation check flags as insensitive to the model, and whether the headline's
+    top group holds one."""
+    checked = {m: flag for m, flag in flags.items() if flag[0] is not None}
+    if not checked:
+        return []
+    counts = sorted({n for _, n in checked.values()})
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
+    flagged = sorted(m for m, (flag, _) in checked.items() if flag)
+    threshold = EVALS.get("randomisation").threshold if "randomisation" in EVALS.names() else 0.5
+    text = (f"{name}: the model-randomisation sanity check (Adebayo et al. 2018: median |Spearman| between a "
+            f"method's attributions on the trained model and on the model with every block re-initialised, flagged "
+            f"at ≥ {threshold}; n = {n}) flags ")
+    if not flagged:
+        return [text + f"none of the {len(checked)} methods checked."]
+    text += f"{_listing(flagged)} as insensitive to the model; {len(checked) - len(flagged)} of {len(checked)} pass"
+    top = [m for m in (headline.statistics.get("top") or []) if m in flagged] if headline is not None else []
+    if top:
+        metric = metric_name(headline.evaluation, headline.statistics["metric"])
+        text += f"; flagged and in the top group by {metric}: {', '.join(top)}"
+    return [text + "."]
 
 
 def _truth_findings(name: str, truth: Table, validity) -> list[str]:

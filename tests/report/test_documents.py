@@ -253,3 +253,32 @@ def test_metric_validity_and_its_finding_are_what_scipy_recomputes_from_the_rows
                     f"{frame.iloc[0]['Kendall tau with the known answer [95% CI]']}, n = {n}) agrees best with "
                     f"ground-truth MRR; least: NAOPC sufficiency (Kendall tau "
                     f"{frame.iloc[1]['Kendall tau with the known answer [95% CI]']}, n = {n})."]
+
+
+def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findings():
+    """A method whose attributions barely change when the model is re-initialised is flagged in the summary table and
+    in a finding that says whether the top group holds it; the flag is numpy's median |rho| against the threshold."""
+    import numpy as np
+
+    from attrbench.evals.randomisation import Randomisation
+    from attrbench.report.documents import findings, short_table
+
+    by_suite, records = _suite({"best": 0.9, "mid": 0.5, "low": 0.45})
+    rng = np.random.default_rng(3)
+    planted = {"best": 0.8, "mid": 0.1, "low": -0.2}  # median rho: best is insensitive, the others are not
+    for method, rho in planted.items():
+        values = [float(v) for v in np.clip(rho + rng.normal(0, 0.1, 30), -1, 1)] + [None]
+        records.append({"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "randomisation",
+                        "metric": "spearman_all", "method": method, "values": values})
+    flagged = {m for m in planted
+               if np.median(np.abs([v for r in records if r.get("eval") == "randomisation" and r["method"] == m
+                                    for v in r["values"] if v is not None])) >= Randomisation.threshold}
+    assert flagged == {"best"}
+    table = short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records).set_index("method")
+    assert {m for m in planted if table.loc[m, "sanity"] == "insensitive"} == flagged
+    assert {table.loc[m, "sanity"] for m in planted if m not in flagged} == {"passes"}
+    [line] = [s for s in findings(by_suite, records, {}) if "sanity check" in s]
+    assert line.endswith("n = 30) flags best as insensitive to the model; 2 of 3 pass; flagged and in the top "
+                         "group by erasure AOPC comprehensiveness: best.")
+    without = short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records[:3])
+    assert "sanity" not in without.columns and not [s for s in findings(by_suite, records[:3], {}) if "sanity" in s]
