@@ -1,8 +1,8 @@
 """The engine's own overhead, before and after a change, side by side: a leaderboard run on a tiny model, where a
 forward pass costs little, so what is measured is everything that is not arithmetic (the launches a GPU pays for).
 
-    python benchmarks/bench_proxy.py [--before REV] [--n 6] [--shard 6] [--geometry cpu|gpu] [--repeat 2]
-                                     [--json OUT.json]
+    python benchmarks/bench_proxy.py [--before REV] [--n 6] [--shard 6] [--geometry cpu|gpu] [--device D]
+                                     [--repeat 2] [--json OUT.json]
 
 The run: every registered method and the six scoring evaluations ``naopc, soft_erasure, erasure_aopc, abpc,
 faithfulness_corr, timing`` on ``tiny-llama`` / ``sva-linzen``, ``--n`` examples, shard size ``--shard``, from an
@@ -38,12 +38,12 @@ ROOT = Path(__file__).resolve().parents[1]
 EVALS = ["naopc", "soft_erasure", "erasure_aopc", "abpc", "faithfulness_corr", "timing"]
 
 
-def config(n: int, shard: int) -> dict:
-    return {"name": "proxy", "seed": 0, "dtype": "float32", "shard_size": shard,
+def config(n: int, shard: int, device: str = "cpu") -> dict:
+    return {"name": "proxy", "seed": 0, "dtype": "float32", "shard_size": shard, "device": device,
             "suite": [{"model": "tiny-llama", "dataset": "sva-linzen", "n": n, "methods": "all", "evals": EVALS}]}
 
 
-def measure(n: int, shard: int, folder: Path, geometry: str) -> dict:
+def measure(n: int, shard: int, folder: Path, geometry: str, device: str = "cpu") -> dict:
     """One run in this process (whichever engine ``attrbench`` imports as): its counts and seconds. ``geometry``
     "gpu": the batch budget and padding a CUDA device gets (``RunOptions``), computed on the CPU."""
     import torch
@@ -69,18 +69,20 @@ def measure(n: int, shard: int, folder: Path, geometry: str) -> dict:
     began = time.perf_counter()
     kind = {"cpu": "cpu", "gpu": "cuda"}[geometry]
     options = RunOptions(batch_tokens=DEFAULT_BATCH_TOKENS[kind], pad_tokens=DEFAULT_PAD_TOKENS[kind])
-    summary = run_leaderboard(config(n, shard), folder, progress=False, options=options)
+    summary = run_leaderboard(config(n, shard, device), folder, progress=False, options=options)
     return {"examples": n, "rows": summary["rows"], "model calls": calls["n"], "inputs sent": summary["model_rows"],
             "attributions": summary["attributions"], "computing s": summary["compute_seconds"],
             "attribution s": summary["attribution_seconds"], "forward s": summary["forward_seconds"],
             "end-to-end s": time.perf_counter() - began}
 
 
-def child(tree: Path, n: int, shard: int, folder: Path, geometry: str) -> dict:
+def child(tree: Path, n: int, shard: int, folder: Path, geometry: str, device: str) -> dict:
     """:func:`measure` in a fresh process importing ``attrbench`` from ``tree``."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "TOKENIZERS_PARALLELISM": "false"}
-    out = subprocess.run([sys.executable, __file__, "--measure", str(folder), "--n", str(n), "--shard", str(shard),
-                          "--geometry", geometry], cwd=tree, env=env, capture_output=True, text=True, check=False)
+    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)  # the tree's attrbench first
+    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
+    command = [sys.executable, __file__, "--measure", str(folder), "--n", str(n), "--shard", str(shard),
+               "--geometry", geometry, "--device", device]
+    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise SystemExit(f"the run in {tree} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -128,11 +130,12 @@ def main() -> None:
     parser.add_argument("--geometry", choices=("cpu", "gpu"), default="cpu",
                         help="the batch budget and padding of this device kind (default cpu; gpu: a CUDA device's, "
                              "as the proxy stands in for one)")
+    parser.add_argument("--device", default="cpu", help="the runs' device (default cpu)")
     parser.add_argument("--json")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure:
-        print(json.dumps(measure(args.n, args.shard, Path(args.measure), args.geometry)))
+        print(json.dumps(measure(args.n, args.shard, Path(args.measure), args.geometry, args.device)))
         return
     import pandas as pd
 
@@ -148,7 +151,8 @@ def main() -> None:
             runs: dict[str, list[dict]] = {name: [] for name in trees}
             for r in range(args.repeat):
                 for name, tree in trees.items():
-                    runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}", args.geometry))
+                    runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}", args.geometry,
+                                            args.device))
                     print(f"{name} run {r + 1}: {runs[name][-1]['computing s']:.1f} s computing", flush=True)
             agreement = compare(Path(scratch) / "before-0", Path(scratch) / "after-0") if args.before else None
         finally:
@@ -165,9 +169,8 @@ def main() -> None:
         frame["before / after"] = [table["before"][k] / table["after"][k] if table["after"][k] else float("nan")
                                    for k in frame.index]
     print(f"\nthe proxy: tiny-llama / sva-linzen, every method, {', '.join(EVALS)}; n = {args.n}, shard "
-          f"{args.shard}, {args.geometry} batch geometry, fastest of {args.repeat} runs, {os.cpu_count()} CPUs, "
-          f"torch threads "
-          f"{__import__('torch').get_num_threads()}")
+          f"{args.shard}, on {args.device}, {args.geometry} batch geometry, fastest of {args.repeat} runs, "
+          f"{os.cpu_count()} CPUs, torch threads {__import__('torch').get_num_threads()}")
     print(frame.round(3).to_string())
     if agreement:
         print(f"\nrows of the two engines (timing left out): {agreement['rows compared']} compared, "
@@ -177,7 +180,7 @@ def main() -> None:
               f"{', '.join(agreement['differing cells'][:12])}")
     if args.json:
         Path(args.json).write_text(json.dumps({"before": args.before, "n": args.n, "shard": args.shard,
-                                               "geometry": args.geometry,
+                                               "geometry": args.geometry, "device": args.device,
                                                "repeat": args.repeat, "cpus": os.cpu_count(), "runs": runs,
                                                "fastest": table, "rows": agreement}, indent=1))
 

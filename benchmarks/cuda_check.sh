@@ -8,7 +8,10 @@
 # 3. the full config's per-example cost on the GPU (bench_leaderboard.py --device cuda) on the stand-ins;
 # 4. each method's seconds per example on the GPU (the timing evaluation), as docs/methods.md gives them on the CPU:
 #    MiniLM on 10 SST-2 dev examples, SmolLM2 on 4 Linzen items.
-# STEPS picks steps (default: "tests batching leaderboard costs"). Each step has its own time limit and writes
+# 5. the engine-overhead proxy (bench_proxy.py: every method and the scoring metrics on tiny-llama) on the GPU, n = 24
+#    in one shard, the engine of this tree (and, where the copy has git history, the engine before batching
+#    beside it: BEFORE=rev).
+# STEPS picks steps (default: "tests batching leaderboard costs proxy"). Each step has its own time limit and writes
 # its log and JSON to OUT_DIR as it goes.
 set -u
 out=${1:?usage: cuda_check.sh OUT_DIR}
@@ -22,7 +25,7 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/machine.txt"
 python3 -c "import torch, transformers, captum; print('torch', torch.__version__, 'transformers', transformers.__version__,
 'captum', captum.__version__, 'cpus', __import__('os').cpu_count())" | tee -a "$out/machine.txt"
-steps=${STEPS:-tests batching leaderboard costs}
+steps=${STEPS:-tests batching leaderboard costs proxy}
 has() { [[ " $steps " == *" $1 "* ]]; }
 has tests && timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE --durations=10 tests/runtime/test_cuda.py \
   tests/runtime/test_runs.py -k "cuda or device" 2>&1 | tee "$out/tests.log" | tail -60
@@ -39,3 +42,6 @@ if has costs; then
       --method all --device cuda --out "$out/costs" 2>&1 | grep "seconds_per_example\|results:"
   done
 fi
+has proxy && timeout "${PROXY_S:-150}" python3 benchmarks/bench_proxy.py --device cuda --geometry gpu --n 24 --shard 24 \
+  --repeat 1 ${BEFORE:+--before "$BEFORE"} --json "$out/proxy-cuda.json" 2>&1 | grep -v "Loading" | tee "$out/proxy.log" \
+  | tail -16

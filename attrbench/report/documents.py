@@ -158,10 +158,10 @@ def _cost_name(records: list[dict]) -> str:
     return next((r["eval"] for r in records if EVALS.get(r["eval"]).cost_metrics), "cost")
 
 
-def sanity_flags(records: list[dict], model: str, dataset: str) -> dict[str, tuple[Optional[bool], int]]:
+def sanity_flags(records: list[dict], model: str, dataset: str) -> dict[str, tuple[Optional[bool], int, object]]:
     """Per method of a suite, what a sanity check (an evaluation of family "sanity" that declares ``insensitive``,
     e.g. model randomisation) says of it on its primary metric: flagged (True), passes (False) or undefined (None),
-    and the examples it rests on."""
+    the examples it rests on, and the evaluation."""
     out = {}
     for r in records:
         if (r["model"], r["dataset"]) != (model, dataset) or r["eval"] not in EVALS.names():
@@ -169,7 +169,8 @@ def sanity_flags(records: list[dict], model: str, dataset: str) -> dict[str, tup
         evaluation = EVALS.get(r["eval"])
         if evaluation.family == "sanity" and hasattr(evaluation, "insensitive") \
                 and r["metric"] == evaluation.primary_metric:
-            out[r["method"]] = (evaluation.insensitive(r["values"]), sum(v is not None for v in r["values"]))
+            out[r["method"]] = (evaluation.insensitive(r["values"]), sum(v is not None for v in r["values"]),
+                                evaluation)
     return out
 
 
@@ -365,18 +366,18 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
 
 
 def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[str]:
-    """Which methods the model-randomisation check flags as insensitive to the model, and whether the headline's
-    top group holds one."""
+    """Which methods a sanity check flags as insensitive to the model, and whether the headline's top group holds
+    one."""
     checked = {m: flag for m, flag in flags.items() if flag[0] is not None}
     if not checked:
         return []
-    counts = sorted({n for _, n in checked.values()})
+    counts = sorted({n for _, n, _ in checked.values()})
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}–{counts[-1]}"
-    flagged = sorted(m for m, (flag, _) in checked.items() if flag)
-    threshold = EVALS.get("randomisation").threshold if "randomisation" in EVALS.names() else 0.5
-    text = (f"{name}: the model-randomisation sanity check (Adebayo et al. 2018: median |Spearman| between a "
-            f"method's attributions on the trained model and on the model with every block re-initialised, flagged "
-            f"at ≥ {threshold}; n = {n}) flags ")
+    flagged = sorted(m for m, (flag, _, _) in checked.items() if flag)
+    evaluation = next(iter(checked.values()))[2]
+    measure = evaluation.metric_names.get(evaluation.primary_metric, evaluation.primary_metric)
+    text = (f"{name}: the sanity check `{evaluation.name}` ({evaluation.reference}: median |{measure}|, flagged at "
+            f"≥ {evaluation.threshold}; n = {n}) flags ")
     if not flagged:
         return [text + f"none of the {len(checked)} methods checked."]
     text += f"{_listing(flagged)} as insensitive to the model; {len(checked) - len(flagged)} of {len(checked)} pass"
