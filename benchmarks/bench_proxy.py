@@ -100,6 +100,15 @@ def leaves(value, path=""):
         yield path, float(value)
 
 
+def payload_gap(old, new, rtol: float = 1e-4, atol: float = 1e-6) -> tuple[bool, float, str]:
+    """Whether two payloads differ (another set of numbers, or one beyond ``atol + rtol * |old|``), and their
+    largest difference with where it is."""
+    a, b = dict(leaves(old)), dict(leaves(new))
+    gaps = [(abs(a[p] - b[p]), p) for p in a.keys() & b.keys()]
+    gap, where = max(gaps, default=(0.0, ""))
+    return a.keys() != b.keys() or any(g > atol + rtol * abs(a[p]) for g, p in gaps), gap, where if gap else ""
+
+
 def compare(before: Path, after: Path, rtol: float = 1e-4, atol: float = 1e-6) -> dict:
     """The rows of two runs' stores side by side (timing rows, which measure the machine, left out): how many
     differ beyond ``atol + rtol * |before|`` in some number, and the largest difference."""
@@ -111,11 +120,10 @@ def compare(before: Path, after: Path, rtol: float = 1e-4, atol: float = 1e-6) -
     old, new = rows(before), rows(after)
     differing, largest = [], (0.0, "")
     for key in old.keys() & new.keys():
-        a, b = dict(leaves(old[key][2])), dict(leaves(new[key][2]))
-        gaps = [(abs(a[p] - b[p]), p) for p in a.keys() & b.keys()]
-        if a.keys() != b.keys() or any(gap > atol + rtol * abs(a[p]) for gap, p in gaps):
+        differs, *gap = payload_gap(old[key][2], new[key][2], rtol, atol)
+        if differs:
             differing.append(f"{old[key][0]} / {old[key][1]}")
-        largest = max([largest, *gaps])
+        largest = max(largest, tuple(gap))
     return {"rows compared": len(old.keys() & new.keys()), "only in one": len(old.keys() ^ new.keys()),
             "rows differing": len(differing), "largest difference": largest[0], "where": largest[1],
             "differing cells": sorted(set(differing))}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from bench_proxy import leaves  # noqa: E402
+from bench_proxy import payload_gap  # noqa: E402
 
 from attrbench.models.zoo import cache_dir  # noqa: E402
 from attrbench.runtime.options import RunOptions  # noqa: E402
@@ -62,11 +62,10 @@ def main() -> None:
         store.close()
     differing, largest = [], (0.0, "")
     for key, payload in before.items():
-        old, new = dict(leaves(payload)), dict(leaves(after.get(key)))
-        gaps = [(abs(old[p] - new[p]), p) for p in old.keys() & new.keys()]
-        if old.keys() != new.keys() or any(gap > 1e-6 + 1e-4 * abs(old[p]) for gap, p in gaps):
+        differs, *gap = payload_gap(payload, after.get(key))
+        if differs:
             differing.append(key)
-        largest = max([largest, *gaps])
+        largest = max(largest, tuple(gap))
     print(f"{len(before)} published rows of suites {args.suites} ({args.examples} examples each) recomputed in "
           f"{time.perf_counter() - began:.0f} s ({done['attributions']} attributions, {done['model_rows']} model "
           f"inputs); {len(after)} stored again; {len(differing)} differ beyond 1e-6 + 1e-4 × |value| (largest "

@@ -52,7 +52,6 @@ from attrbench.plugin import (
     BASELINE_PARAM,
     GradientMethod,
     InputError,
-    MethodResult,
     Param,
     TargetForward,
     axiom_check,
@@ -106,45 +105,36 @@ class _Pooled(TargetForward):
 
     def __init__(self, adapter, targets, attention_mask):
         super().__init__(adapter, targets, attention_mask)
-        self.calls: list[tuple] = []
+        self.calls: list[tuple] = []  # per call: (inputs, mask, rows, index, contrast), one row per input
         self.answers: list[torch.Tensor] = []
         self.replaying = False
 
     def __call__(self, inputs, attention_mask, rows=None, index=None, contrast=None):
         if self.replaying:
             return self.answers.pop(0)
-        size = len(inputs)
-        mask = attention_mask if len(attention_mask) == size else attention_mask.expand(size, -1)
-        self.calls.append((inputs.detach(), mask, *(self._fit(given, own, size) for given, own in
-                                                    ((rows, self.rows), (index, self.index),
-                                                     (contrast, self.contrast)))))
-        return inputs.new_zeros(size)
+        self.calls.append((inputs.detach(), *self.per_copy(len(inputs), attention_mask, rows, index, contrast)))
+        return inputs.new_zeros(len(inputs))
 
 
-def _answer(adapter, forwards: list[_Pooled], batch_tokens: int) -> int:
+def _answer(forwards: list[_Pooled], batch_tokens: int) -> None:
     """Every recorded call's outputs, computed in batches of equal length (no padding) of at most ``batch_tokens``
-    tokens; returns the forward passes made."""
-    pieces = [(f, k, len(call[0])) for f in forwards for k, call in enumerate(f.calls)]
-    outputs: dict[tuple[int, int], torch.Tensor] = {}
-    passes = 0
-    by_length: dict[int, list] = {}
-    for f, k, _ in pieces:
-        by_length.setdefault(f.calls[k][0].shape[1], []).append((f, k))
-    for length, group in by_length.items():
-        rows = [(f, k, r) for f, k in group for r in range(len(f.calls[k][0]))]
+    tokens, then each forward set to replay its own."""
+    by_length: dict[int, list[tuple[_Pooled, int, int]]] = {}  # (forward, call, row) of every recorded input
+    for f in forwards:
+        for k, call in enumerate(f.calls):
+            by_length.setdefault(call[0].shape[1], []).extend((f, k, r) for r in range(len(call[0])))
+    outputs: dict[tuple[int, int], list[torch.Tensor]] = {}
+    for length, rows in by_length.items():
         step = max(1, batch_tokens // length)
         for start in range(0, len(rows), step):
             chunk = rows[start:start + step]
-            parts = [torch.stack([f.calls[k][p][r] for f, k, r in chunk]) for p in range(5)]
             with torch.no_grad():
-                values = TargetForward.__call__(chunk[0][0], *parts)
-            passes += 1
-            for (f, k, r), value in zip(chunk, values):
+                values = chunk[0][0].score(*(torch.stack([f.calls[k][p][r] for f, k, r in chunk]) for p in range(5)))
+            for (f, k, _), value in zip(chunk, values):
                 outputs.setdefault((id(f), k), []).append(value)
     for f in forwards:
         f.answers = [torch.stack(outputs[(id(f), k)]) for k in range(len(f.calls))]
         f.replaying = True
-    return passes
 
 
 class CaptumMethod(GradientMethod):
@@ -182,14 +172,9 @@ class CaptumMethod(GradientMethod):
         forwards = [_Pooled(adapter, [target], mask) for target, (_, mask) in zip(targets, inputs)]
         for forward, (ids, mask) in zip(forwards, inputs):
             self.attribute(forward, layer, ids, mask, adapter)  # records the inputs captum asks for
-        _answer(adapter, forwards, 4 * self.batch_tokens)  # plain passes: the run's whole budget
-        results = []
-        for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs)):
-            scores, meta = self.attribute(forward, layer, ids, mask, adapter)  # the same draws, answered
-            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], np.asarray(scores), None,
-                                        {"dtype": str(adapter.dtype).replace("torch.", ""),
-                                         "truncated": batch.truncated[b], **meta}))
-        return results
+        _answer(forwards, 4 * self.batch_tokens)  # plain passes: the run's whole budget
+        return [self.result(adapter, batch, b, *self.attribute(forward, layer, ids, mask, adapter))  # same draws
+                for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs))]
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
         values = self.get_params()

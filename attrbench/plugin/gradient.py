@@ -65,26 +65,30 @@ class TargetForward:
         return tuple(a.repeat(times, *([1] * (a.ndim - 1))) for a in self.args)
 
     def __call__(self, inputs, attention_mask, rows=None, index=None, contrast=None):
+        return self.score(inputs, *self.per_copy(len(inputs), attention_mask, rows, index, contrast))
+
+    def per_copy(self, size: int, attention_mask, rows=None, index=None, contrast=None) -> tuple:
+        """(mask, rows, index, contrast) of each of ``size`` inputs: captum's expansion where it passed one, else
+        the batch's own broadcast over the copies (a text attributed alone)."""
+        def fit(values):
+            if len(values) == size:
+                return values
+            if len(values) != 1:
+                raise ValueError(f"{size} inputs for a batch of {len(values)} texts: pass forward.args to captum "
+                                 "(additional_forward_args) so that it expands each text's target with its copies")
+            return values.expand(size, *values.shape[1:])
+
+        return tuple(fit(own if given is None else given) for given, own in (
+            (attention_mask, attention_mask), (rows, self.rows), (index, self.index), (contrast, self.contrast)))
+
+    def score(self, inputs, mask, rows, index, contrast) -> torch.Tensor:
+        """(B,) explained scores of token ids or word embeddings, each copy with its own mask and target."""
         key = "inputs_embeds" if inputs.is_floating_point() else "input_ids"
-        rows, index, contrast = (self._fit(given, own, len(inputs)) for given, own in
-                                 ((rows, self.rows), (index, self.index), (contrast, self.contrast)))
-        mask = attention_mask if len(attention_mask) == len(inputs) else attention_mask.expand(len(inputs), -1)
         logits = self.adapter.row_logits(rows.tolist(), **{key: inputs}, attention_mask=mask)
         every = torch.arange(len(inputs), device=logits.device)
         score = logits[every, index]
         other = logits[every, contrast.clamp(min=0)]
         return torch.where(contrast >= 0, score - other, score)
-
-    @staticmethod
-    def _fit(given, own, size: int):
-        """The per-copy target tensor: captum's expansion where it passed one, else the batch's broadcast."""
-        values = own if given is None else given
-        if len(values) == size:
-            return values
-        if len(values) != 1:
-            raise ValueError(f"{size} inputs for a batch of {len(values)} texts: pass forward.args to captum "
-                             "(additional_forward_args) so that it expands each text's target with its copies")
-        return values.expand(size)
 
 
 class GradientMethod(Method):
@@ -135,11 +139,14 @@ class GradientMethod(Method):
                 continue
             scores, metas = (scores, meta) if self.pads else ([scores], [meta])
             for k, b in enumerate(group):
-                results[b] = MethodResult(self.name, adapter.name, batch.tokens[b],
-                                          np.asarray(scores[k])[:batch.lengths[b]], None,
-                                          {"dtype": str(adapter.dtype).replace("torch.", ""),
-                                           "truncated": batch.truncated[b], **metas[k]})
+                results[b] = self.result(adapter, batch, b, scores[k], metas[k])
         return results
+
+    def result(self, adapter, batch, b: int, scores, meta: dict) -> MethodResult:
+        """Text ``b`` of ``batch``'s result: its scores (padding cut off) and metadata."""
+        return MethodResult(self.name, adapter.name, batch.tokens[b], np.asarray(scores)[:batch.lengths[b]], None,
+                            {"dtype": str(adapter.dtype).replace("torch.", ""), "truncated": batch.truncated[b],
+                             **meta})
 
     def groups(self, adapter, lengths: Sequence[int]) -> list[list[int]]:
         """The texts attributed together: one at a time unless ``batched``; else length-sorted batches of at most

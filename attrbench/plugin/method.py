@@ -80,7 +80,8 @@ class Method(Configurable):
     complete: bool = False  # its parts provably sum to the real forward pass (checked on every call)
     axiom: Optional[str] = None  # the identity of AXIOMS its output meets; each result's meta["axiom"] says how well
     reference: str = ""
-    # ``run`` computes several texts together (padded batches): a run hands it every example of a shard at once
+    # ``run`` computes several texts together (padded batches, or pooled forward passes): a run hands it every example
+    # of a shard at once
     # (``Workspace.prefetch``); the results equal one text at a time to float tolerance (the conformance check)
     batched: bool = False
 
