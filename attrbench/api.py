@@ -219,7 +219,10 @@ def attribute(model, texts: str | Sequence[str], methods, *, target: str | Seque
             raise InputError(f"'{method.name}' gives token-to-token maps, not input scores: use "
                              f"attrbench.decompose (CLI: `attrbench decompose --scopes {method.name}`)")
     adapter = _model(model, dtype, device)
-    per_method = {method.name: method(adapter, texts, target=targets, truncate=truncate) for method in configured}
+    budget = RunOptions(device=str(adapter.device))  # batches as large as a run's on this device
+    per_method = {method.name: method.within(budget.batch_tokens, budget.pad_tokens)(adapter, texts, target=targets,
+                                                                                      truncate=truncate)
+                  for method in configured}
     results = [{name: results[k] for name, results in per_method.items()} for k in range(len(texts))]
     return Attributions(adapter.name, texts, results)
 

@@ -30,7 +30,6 @@ evaluation adds to the other tables of its suite (cost), a published reference p
 """
 from __future__ import annotations
 
-import copy
 import zlib
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -161,9 +160,7 @@ class Workspace:
         if len(todo) < 2:
             return
         self._warm_up(adapter, method, todo[0])
-        method = copy.copy(method)
-        method.batch_tokens = max(1, self.batcher.batch_tokens // 4)  # see GradientMethod.batch_tokens
-        method.pad_tokens = self.batcher.pad_tokens
+        method = method.within(self.batcher.batch_tokens, self.batcher.pad_tokens)
         results, seconds, peak_mb = timed(lambda: method(adapter, [e.text for e in todo],
                                                          target=[e.target for e in todo]), adapter.device)
         tokens = sum(len(r.tokens) for r in results)

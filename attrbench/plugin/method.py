@@ -19,6 +19,8 @@ et al. 2017):
 """
 from __future__ import annotations
 
+import copy
+
 from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
@@ -134,6 +136,14 @@ class Method(Configurable):
     def run(self, adapter, texts, *, targets: list[ResolvedTarget], layers, truncate) -> list[MethodResult]:
         """One result per text; ``targets[k]`` is text k's target, already validated against the model."""
         raise NotImplementedError
+
+    def within(self, batch_tokens: int, pad_tokens: int) -> "Method":
+        """A copy that batches its texts within a device's token budget (``RunOptions.batch_tokens``): a quarter of
+        it per pass, since a pass that keeps its activations for a backward pass holds several times a plain pass's
+        memory per token, and at most ``pad_tokens`` of padding per batch."""
+        sized = copy.copy(self)
+        sized.batch_tokens, sized.pad_tokens = max(1, batch_tokens // 4), pad_tokens
+        return sized
 
 
 class ScopeMap(Method):

@@ -98,3 +98,13 @@ def test_a_batch_too_large_for_the_device_is_halved_until_it_fits(monkeypatch):
     monkeypatch.undo()
     for text, result in zip(TEXTS, halved):
         assert np.allclose(result.values, METHODS.get("grad_x_input")(adapter, [text])[0].values, atol=1e-6)
+
+
+def test_a_method_within_a_devices_budget_is_a_sized_copy():
+    method = METHODS.get("integrated_gradients")
+    sized = method.within(65536, 3200)  # CUDA's run budget
+    assert (sized.batch_tokens, sized.pad_tokens) == (16384, 3200)  # a quarter per pass that keeps activations
+    assert (method.batch_tokens, method.pad_tokens) == (1024, 64)  # the registered one is left as it was
+    assert sized.get_params() == method.get_params()
+    assert len(sized.groups(ADAPTERS["tiny-bert"], [30] * 40)) == 1 and len(method.groups(
+        ADAPTERS["tiny-bert"], [30] * 40)) == 2
