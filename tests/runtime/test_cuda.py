@@ -74,6 +74,26 @@ def test_every_method_on_cuda_equals_cpu_in_float32(model):
     assert not bad, f"{len(bad)} attributions differ on {model}:\n" + "\n".join(bad)
 
 
+@pytest.mark.parametrize("model", MODELS)
+def test_batched_methods_on_cuda_equal_one_text_at_a_time_on_the_cpu(model):
+    """Padded, length-sorted CUDA batches (CUDA's budget and padding), each text with its own target, give what
+    each text gets alone on the CPU."""
+    cpu, gpu = load_model(model), load_model(model, device=GPU)
+    texts = ["the keys to the cabinet are on the table .", "dogs run", "a wonderful film about the sea", "the dog"]
+    targets = [f"position:{min(k + 1, len(cpu.tokenizer(t)['input_ids']) - 1)}" for k, t in enumerate(texts)]
+    bad = []
+    for method in [m for m in METHODS.all() if m.batched and m.supports(cpu) is None]:
+        together = method(gpu, texts, target=targets)
+        for text, target, batched in zip(texts, targets, together):
+            (alone,) = method(cpu, [text], target=target)
+            scale = max(float(np.abs(alone.values).max()), 1e-12)
+            error = (float(np.abs(np.asarray(batched.values) - alone.values).max()) / scale
+                     if batched.tokens == alone.tokens else math.inf)
+            if not error <= 1e-3:
+                bad.append(f"{method.name} on '{text}': largest difference {error:.2e} of the largest score")
+    assert not bad, f"{len(bad)} batched attributions differ on {model}:\n" + "\n".join(bad)
+
+
 def test_leaderboard_run_on_cuda_stores_the_cpu_rows(tmp_path):
     suite = ('[[suite]]\nmodel = "tiny-gpt2"\ndataset = "sva-generated"\nn = 3\n'
              'methods = ["alti", "smooth_grad", "lime", "attention_flow", "decompx", "random"]\n'
