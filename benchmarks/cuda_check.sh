@@ -11,8 +11,10 @@
 # 5. the engine-overhead proxy (bench_proxy.py: every method and the scoring metrics on tiny-llama) on the GPU, n = 24
 #    in one shard, the engine of this tree (and, where the copy has git history, the engine before batching
 #    beside it: BEFORE=rev).
-# STEPS picks steps (default: "tests batching leaderboard costs proxy"). Each step has its own time limit and writes
-# its log and JSON to OUT_DIR as it goes.
+# 6. the peers side by side (bench_peers.py): SST-2's 872 dev sentences by gradient x input, IG and LIME, attrbench
+#    against ferret (MiniLM classifier) and inseq (SmolLM2), on the stand-ins, each peer for PEER_SECONDS per method.
+# STEPS picks steps (default: "tests leaderboard peers"; all: "tests batching leaderboard costs proxy peers"). Each
+# step has its own time limit and writes its log and JSON to OUT_DIR as it goes.
 set -u
 out=${1:?usage: cuda_check.sh OUT_DIR}
 mkdir -p "$out"
@@ -25,15 +27,15 @@ fi
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/machine.txt"
 python3 -c "import torch, transformers, captum; print('torch', torch.__version__, 'transformers', transformers.__version__,
 'captum', captum.__version__, 'cpus', __import__('os').cpu_count())" | tee -a "$out/machine.txt"
-steps=${STEPS:-tests batching leaderboard costs proxy}
+steps=${STEPS:-tests leaderboard peers}
 has() { [[ " $steps " == *" $1 "* ]]; }
-has tests && timeout "${TESTS_S:-240}" python3 -m pytest -q -p no:cacheprovider -rfE --durations=10 tests/runtime/test_cuda.py \
+has tests && timeout "${TESTS_S:-120}" python3 -m pytest -q -p no:cacheprovider -rfE --durations=10 tests/runtime/test_cuda.py \
   tests/runtime/test_runs.py -k "cuda or device" 2>&1 | tee "$out/tests.log" | tail -60
 python3 benchmarks/stand_ins.py build .devrun/specs /tmp/stand-ins 2>&1 | grep -v "Loading\|Writing"
 has batching && timeout "${BATCHING_S:-90}" python3 benchmarks/bench_batching.py /tmp/stand-ins/minilm-l6-sst2 /tmp/stand-ins/smollm2-135m \
   --device cuda --json "$out/batching-cuda.json" 2>&1 | grep -v "Loading" | tee "$out/batching.log"
 has leaderboard && timeout "${LEADERBOARD_S:-150}" python3 benchmarks/bench_leaderboard.py /tmp/stand-ins/full-stand-ins.toml --device cuda \
-  --n "${N:-2}" --add '' --out /tmp/bench --json "$out/leaderboard-cuda.json" 2>&1 | grep -v "Loading" \
+  --n "${N:-8}" --add '' --out /tmp/bench --json "$out/leaderboard-cuda.json" 2>&1 | grep -v "Loading" \
   | tee "$out/leaderboard.log" | tail -20
 if has costs; then
   for suite in "minilm-l6-sst2 sst2 10" "smollm2-135m sva-linzen 4"; do
@@ -45,3 +47,7 @@ fi
 has proxy && timeout "${PROXY_S:-150}" python3 benchmarks/bench_proxy.py --device cuda --geometry gpu --n 24 --shard 24 \
   --repeat 1 ${BEFORE:+--before "$BEFORE"} --json "$out/proxy-cuda.json" 2>&1 | grep -v "Loading" | tee "$out/proxy.log" \
   | tail -16
+has peers && timeout "${PEERS_S:-240}" python3 benchmarks/bench_peers.py --classifier /tmp/stand-ins/minilm-l6-sst2 \
+  --lm /tmp/stand-ins/smollm2-135m --n "${PEER_N:-872}" --device cuda --peer-seconds "${PEER_SECONDS:-15}" \
+  --peer-batch 32 --json "$out/peers-cuda.json" 2>&1 | grep -v "Loading\|Batched" | tee "$out/peers.log"
+echo "cuda_check: ${SECONDS} s"
