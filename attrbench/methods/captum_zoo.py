@@ -101,10 +101,14 @@ class _Pooled(TargetForward):
     """A perturbation method's forward passes for one text, pooled with other texts': captum runs twice with the
     same seeds. First recording (each call's inputs kept, zeros returned: the perturbations a sampler draws do not
     depend on the outputs), then, once :func:`_answer` has computed every recorded input of every text in batches of
-    one length, replaying the outputs in the order captum asked for them."""
+    one length, replaying the outputs in the order captum asked for them. Its tensors are on the CPU whatever the
+    model's device: captum's sampler makes a few small tensor operations per perturbation (a mask, a similarity),
+    which on a GPU would each be a kernel launch; only :func:`_answer`'s batches go to the model's device."""
 
     def __init__(self, adapter, targets, attention_mask):
         super().__init__(adapter, targets, attention_mask)
+        self.rows, self.index, self.contrast = self.rows.cpu(), self.index.cpu(), self.contrast.cpu()
+        self.args = (attention_mask, self.rows, self.index, self.contrast)
         self.calls: list[tuple] = []  # per call: (inputs, mask, rows, index, contrast), one row per input
         self.answers: list[torch.Tensor] = []
         self.replaying = False
@@ -128,8 +132,10 @@ def _answer(forwards: list[_Pooled], batch_tokens: int) -> None:
         step = max(1, batch_tokens // length)
         for start in range(0, len(rows), step):
             chunk = rows[start:start + step]
+            device = chunk[0][0].adapter.device
             with torch.no_grad():
-                values = chunk[0][0].score(*(torch.stack([f.calls[k][p][r] for f, k, r in chunk]) for p in range(5)))
+                values = chunk[0][0].score(*(torch.stack([f.calls[k][p][r] for f, k, r in chunk]).to(device)
+                                             for p in range(5))).cpu()
             for (f, k, _), value in zip(chunk, values):
                 outputs.setdefault((id(f), k), []).append(value)
     for f in forwards:
@@ -166,8 +172,12 @@ class CaptumMethod(GradientMethod):
         if not self.pools:
             return super().run(adapter, texts, targets=targets, layers=layers, truncate=truncate)
         batch = adapter.encode(texts, truncate=truncate)
-        layer = adapter.model.get_input_embeddings()
-        inputs = [(batch.input_ids[b:b + 1, :n], batch.attention_mask[b:b + 1, :n])
+        embed = adapter.model.get_input_embeddings()
+
+        def layer(ids):  # captum's sampling runs on CPU copies (see _Pooled)
+            return embed(ids.to(adapter.device)).cpu()
+
+        inputs = [(batch.input_ids[b:b + 1, :n].cpu(), batch.attention_mask[b:b + 1, :n].cpu())
                   for b, n in enumerate(batch.lengths)]
         forwards = [_Pooled(adapter, [target], mask) for target, (_, mask) in zip(targets, inputs)]
         for forward, (ids, mask) in zip(forwards, inputs):
