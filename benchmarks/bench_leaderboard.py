@@ -2,7 +2,7 @@
 forward seconds vs the floor, attribution seconds per method, end to end; and the cost of adding a method.
 
     python benchmarks/bench_leaderboard.py [CONFIG] [--n 4] [--repeat 1] [--add METHOD] [--device D] [--out DIR]
-                                           [--json OUT.json]
+                                           [--suites 0,2] [--json OUT.json]
 
 Each suite of CONFIG (default: the shipped default) runs alone on its first ``--n`` examples, scoring
 evaluations only (the analyses rank nothing), from an empty folder, ``--repeat`` times; the figures are
@@ -124,9 +124,12 @@ def main() -> None:
                         "for none)")
     parser.add_argument("--device", default="cpu", help="the runs' and the floor's device (default cpu)")
     parser.add_argument("--out", default="bench-leaderboard")
+    parser.add_argument("--suites", help="the config's suites to run, by index: 0,2 (default: all)")
     parser.add_argument("--json")
     args = parser.parse_args()
     config = read_config(args.config)
+    if args.suites:
+        config["suite"] = [config["suite"][int(k)] for k in args.suites.split(",")]
     config["device"] = args.device
     out = Path(args.out)
     rows, additions = [], []

@@ -13,7 +13,8 @@
 #    beside it: BEFORE=rev).
 # 6. the peers side by side (bench_peers.py): SST-2's 872 dev sentences by gradient x input, IG and LIME, attrbench
 #    against ferret (MiniLM classifier) and inseq (SmolLM2), on the stand-ins, each peer for PEER_SECONDS per method.
-# STEPS picks steps (default: "tests leaderboard peers"; all: "tests batching leaderboard costs proxy peers"). Each
+# SUITES (bench_leaderboard --suites), PEER_METHODS (bench_peers --methods) and the *_S limits narrow a run that must
+# fit less device time. STEPS picks steps (default: "tests leaderboard peers"; all: "tests batching leaderboard costs proxy peers"). Each
 # step has its own time limit and writes its log and JSON to OUT_DIR as it goes.
 set -u
 out=${1:?usage: cuda_check.sh OUT_DIR}
@@ -35,7 +36,7 @@ python3 benchmarks/stand_ins.py build .devrun/specs /tmp/stand-ins 2>&1 | grep -
 has batching && timeout "${BATCHING_S:-90}" python3 benchmarks/bench_batching.py /tmp/stand-ins/minilm-l6-sst2 /tmp/stand-ins/smollm2-135m \
   --device cuda --json "$out/batching-cuda.json" 2>&1 | grep -v "Loading" | tee "$out/batching.log"
 has leaderboard && timeout "${LEADERBOARD_S:-150}" python3 benchmarks/bench_leaderboard.py /tmp/stand-ins/full-stand-ins.toml --device cuda \
-  --n "${N:-8}" --add '' --out /tmp/bench --json "$out/leaderboard-cuda.json" 2>&1 | grep -v "Loading" \
+  --n "${N:-8}" ${SUITES:+--suites "$SUITES"} --add '' --out /tmp/bench --json "$out/leaderboard-cuda.json" 2>&1 | grep -v "Loading" \
   | tee "$out/leaderboard.log" | tail -20
 if has costs; then
   for suite in "minilm-l6-sst2 sst2 10" "smollm2-135m sva-linzen 4"; do
@@ -48,6 +49,6 @@ has proxy && timeout "${PROXY_S:-150}" python3 benchmarks/bench_proxy.py --devic
   --repeat 1 ${BEFORE:+--before "$BEFORE"} --json "$out/proxy-cuda.json" 2>&1 | grep -v "Loading" | tee "$out/proxy.log" \
   | tail -16
 has peers && timeout "${PEERS_S:-240}" python3 benchmarks/bench_peers.py --classifier /tmp/stand-ins/minilm-l6-sst2 \
-  --lm /tmp/stand-ins/smollm2-135m --n "${PEER_N:-872}" --device cuda --peer-seconds "${PEER_SECONDS:-15}" \
+  --lm /tmp/stand-ins/smollm2-135m --n "${PEER_N:-872}" --device cuda --peer-seconds "${PEER_SECONDS:-15}" ${PEER_METHODS:+--methods "$PEER_METHODS"} \
   --peer-batch 32 --json "$out/peers-cuda.json" 2>&1 | grep -v "Loading\|Batched" | tee "$out/peers.log"
 echo "cuda_check: ${SECONDS} s"
