@@ -187,7 +187,7 @@ class CaptumMethod(GradientMethod):
                 for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs))]
 
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
-        values = self.get_params()
+        values = {**self.get_params(), "batch_tokens": self.batch_tokens}  # the budget of calls that copy their texts
         embeds = layer(input_ids).detach().requires_grad_()  # captum warns when it has to set this itself
         baselines = layer(baseline_ids(adapter, input_ids, values["baseline"])).detach() \
             if "baseline" in values else None
@@ -244,13 +244,25 @@ def _gradient_shap(forward, embeds, baselines, tokens, args, values, adapter):
 
 
 def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
-    with _noise_drawn_on_cpu():
-        attributions = captum_attr().NoiseTunnel(captum_attr().IntegratedGradients(forward)).attribute(
-            embeds, nt_type="smoothgrad", nt_samples=values["n_samples"],
-            stdevs=values["noise"] * float(embeds.detach().std()), nt_samples_batch_size=1, baselines=baselines,
-            additional_forward_args=args, n_steps=values["n_steps"],
-            method="gausslegendre")
-    return attributions, {}
+    """NoiseTunnel's SmoothGrad over Integrated Gradients, for a padded batch: each text's noisy copies are those
+    captum draws for it alone (its seed, its length, its embeddings' std; NoiseTunnel's own draw, on the CPU), and
+    every text's copies go through one Integrated Gradients call, in passes of the method's token budget."""
+    samples, texts, width = values["n_samples"], len(embeds), embeds.shape[1]
+    draw = captum_attr().NoiseTunnel._add_noise_to_input
+    noisy = embeds.detach().cpu()[:, None].repeat(1, samples, 1, 1)  # padding keeps its embedding: masked out
+    for b in range(texts):
+        n = int(args[0][b].sum())
+        own = noisy[b, 0, :n][None].clone()
+        stdev = values["noise"] * float(own.std())
+        torch.manual_seed(values["seed"])
+        for k in range(samples):  # nt_samples_batch_size=1: one draw of (1, n, d) per copy, in order
+            noisy[b, k, :n] = draw(own, stdev, 1)[0]
+    copies = torch.arange(texts, device=embeds.device).repeat_interleave(samples)
+    attributions = captum_attr().IntegratedGradients(forward).attribute(
+        noisy.to(embeds.device).flatten(0, 1).requires_grad_(), baselines=baselines[copies],
+        additional_forward_args=tuple(a[copies] for a in args), n_steps=values["n_steps"], method="gausslegendre",
+        internal_batch_size=max(1, values["batch_tokens"] // width))
+    return attributions.reshape(texts, samples, *embeds.shape[1:]).mean(1), {}
 
 
 def _occlusion(forward, embeds, baselines, tokens, args, values, adapter):
@@ -310,7 +322,7 @@ _register("smooth_grad", "gradient", "Integrated Gradients averaged over noisy e
           "Smilkov et al. 2017", _smooth_grad, baseline=BASELINE_PARAM,
           n_samples=Param(8, "noisy copies averaged", minimum=1),
           noise=Param(0.1, "noise std as a fraction of the embeddings' std", minimum=0.0),
-          n_steps=Param(16, "Gauss-Legendre steps of each Integrated Gradients", minimum=1), seed=SEED)
+          n_steps=Param(16, "Gauss-Legendre steps of each Integrated Gradients", minimum=1), seed=SEED, pads=True)
 _register("occlusion", "perturbation", "output change when a window of tokens is replaced by the baseline",
           "Zeiler & Fergus 2014", _occlusion, per_token="mean", baseline=BASELINE_PARAM,
           window=Param(1, "tokens occluded together (sliding, stride 1)", minimum=1), batch_size=BATCH)

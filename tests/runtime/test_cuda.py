@@ -26,7 +26,8 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 GPU = "cuda"
 
 MODELS = ["tiny-bert", "tiny-gpt2", "tiny-llama"]
-SCORING = [name for name in EVALS.names() if EVALS.get(name).needs_methods  # less those needing words sva-generated lacks
+# the scoring evaluations, less those needing words sva-generated lacks (rationales, evidence)
+SCORING = [name for name in EVALS.names() if EVALS.get(name).needs_methods
            and name not in ("timing", "plausibility", "ground_truth")]
 ANALYSES = [name for name in EVALS.names() if not EVALS.get(name).needs_methods]
 
