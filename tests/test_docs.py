@@ -179,3 +179,25 @@ def test_mkdocs_builds_strictly_in_well_under_a_minute(tmp_path):
             if f'id="{where}"' not in html:
                 missing.append(f"{module.__name__}.{name} (looked for {where} in api/{page})")
     assert not missing, "the API reference lacks:\n" + "\n".join(missing)
+
+
+def test_the_readmes_gpu_figures_are_the_recorded_measurements():
+    """The README's GPU sentences quote benchmarks/results: the H200's peers and leaderboard runs."""
+    import json
+
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    recorded = json.loads((ROOT / "benchmarks/results/peers-cuda-h200.json").read_text())
+    peers = {(r["method"], r["peer"]): r for r in recorded["rows"]}
+    gx, ig = peers["grad_x_input", "ferret"], peers["integrated_gradients", "ferret"]
+    lime, inseq = peers["lime", "ferret"], peers["grad_x_input", "inseq"]
+    assert recorded["card"] == "NVIDIA H200" and "NVIDIA H200" in text
+    assert gx["attrbench sentences"] == 872 and "SST-2's 872 dev sentences" in text
+    assert f"in {gx['attrbench s']:.2f} s by gradient × input and {ig['attrbench s']:.1f} s by integrated" in text
+    assert f"{gx['speed-up']:.0f}× and {ig['speed-up']:.0f}× ferret" in text
+    assert min(gx["r"], ig["r"], inseq["r"]) > 0.9999 and "(correlation 1.0)" in text
+    assert f"gradient × input took {inseq['attrbench s']:.2f} s, {inseq['speed-up']:.0f}× inseq" in text
+    assert f"ran at {lime['speed-up']:.1f}× ferret's" in text
+    suite = json.loads((ROOT / "benchmarks/results/leaderboard-stand-ins-n8-cuda-h200.json").read_text())["suites"][0]
+    assert suite["suite"] == "minilm-l6-sst2 · sst2" and suite["device"] == "cuda"
+    assert f"{suite['computing s per example']:.2f} s per example on MiniLM · SST-2 ({suite['n']} examples)" in text
+    assert f"passes are {suite['floor s'] / suite['n']:.2f} s at their floor" in text
