@@ -111,6 +111,9 @@ class _Pooled(TargetForward):
         self.args = (attention_mask, self.rows, self.index, self.contrast)
         self.calls: list[tuple] = []  # per call: (inputs, mask, rows, index, contrast), one row per input
         self.answers: list[torch.Tensor] = []
+        self.samples: list = []  # LIME / KernelSHAP: each perturbation drawn while recording, and its similarity
+        self.similarities: list = []
+        self.perturbations: list[list] = []  # Shapley sampling: each permutation's ablated inputs, as recorded
         self.replaying = False
 
     def __call__(self, inputs, attention_mask, rows=None, index=None, contrast=None):
@@ -284,10 +287,60 @@ def _feature_ablation(forward, embeds, baselines, tokens, args, values, adapter)
 def _sampled(algorithm: str):
     """A sampled perturbation method of captum's, by class name."""
     def call(forward, embeds, baselines, tokens, args, values, adapter):
-        return getattr(captum_attr(), algorithm)(forward).attribute(
+        engine = getattr(captum_attr(), algorithm)(forward)
+        if isinstance(forward, _Pooled) and hasattr(engine, "_get_perturb_generator_func"):
+            _replayed_samples(engine, forward)
+        if isinstance(forward, _Pooled) and hasattr(engine, "_perturbation_generator"):
+            _replayed_perturbations(engine, forward)
+        return engine.attribute(
             embeds, baselines=baselines, feature_mask=tokens, additional_forward_args=args,
             n_samples=values["n_samples"], perturbations_per_eval=values["batch_size"]), {}
     return call
+
+
+def _replayed_samples(engine, forward: _Pooled) -> None:
+    """LIME and KernelSHAP (captum's LimeBase) while pooled: the replay takes back the perturbations and similarities
+    the recording drew (the same ones: the seeds are), so the sampler's per-sample tensor operations run once per
+    text rather than twice."""
+    draw, similarity = engine._get_perturb_generator_func, engine.similarity_func
+
+    def generator(inputs, **kwargs):
+        if forward.replaying:
+            return iter(forward.samples).__next__  # StopIteration where the recording's sampler stopped
+        own = draw(inputs, **kwargs)
+
+        def recorded():
+            forward.samples.append(own())
+            return forward.samples[-1]
+        return recorded
+
+    similarities = iter(forward.similarities)
+
+    def similar(*args, **kwargs):
+        if forward.replaying:
+            return next(similarities)
+        forward.similarities.append(similarity(*args, **kwargs))
+        return forward.similarities[-1]
+
+    engine._get_perturb_generator_func, engine.similarity_func = generator, similar
+
+
+def _replayed_perturbations(engine, forward: _Pooled) -> None:
+    """Shapley sampling while pooled: the replay takes back each permutation's ablated inputs as the recording built
+    them (the permutations are the same: the seeds are), so they are built once per text rather than twice."""
+    build = engine._perturbation_generator
+    calls = iter(forward.perturbations)
+
+    def generator(*args, **kwargs):
+        if forward.replaying:
+            yield from next(calls)
+            return
+        forward.perturbations.append([])
+        for item in build(*args, **kwargs):
+            forward.perturbations[-1].append(item)
+            yield item
+
+    engine._perturbation_generator = generator
 
 
 def _shapley_sampling(forward, embeds, baselines, tokens, args, values, adapter):
