@@ -38,12 +38,13 @@ any dtype, as captum sums its marginal contributions in float32), 1e-3 for Kerne
 
 Random methods are seeded per text (``seed``), so a text gets the same scores alone or in a batch, and
 on any device: every draw is made on the CPU (captum's NoiseTunnel, behind SmoothGrad and GradientShap's noise,
-would draw it on the input's device, whose generator gives other numbers for the same seed).
+would draw it on the input's device, whose generator gives other numbers for the same seed). SmoothGrad and
+GradientShap make each text's draws themselves, with captum's own draw in captum's order, since captum would
+draw once for a whole batch.
 """
 from __future__ import annotations
 
 import warnings
-from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -63,27 +64,6 @@ from attrbench.plugin import (
 
 SEED = Param(0, "seed of the random draws (per text)", minimum=0)
 BATCH = Param(32, "perturbed copies per forward pass (bounds memory)", minimum=1)
-
-
-@contextmanager
-def _noise_drawn_on_cpu():
-    """captum's own noise draw (``NoiseTunnel._add_noise_to_input``), made on a CPU copy of the input and moved
-    back: on a CPU input it is the same call, on a GPU input the same numbers. Only inside one attribution."""
-    tunnel = captum_attr().NoiseTunnel
-    own = tunnel.__dict__.get("_add_noise_to_input")
-    if not isinstance(own, staticmethod):
-        raise RuntimeError("captum's NoiseTunnel has no _add_noise_to_input staticmethod any more (captum "
-                           f"{__import__('captum').__version__}); attrbench draws SmoothGrad's noise through it: "
-                           "install captum 0.8 or 0.9")
-
-    def add_noise(input, stdev, nt_samples_partition):
-        return own.__func__(input.detach().cpu(), stdev, nt_samples_partition).to(input.device)
-
-    tunnel._add_noise_to_input = staticmethod(add_noise)
-    try:
-        yield
-    finally:
-        tunnel._add_noise_to_input = own
 
 
 class _Module(torch.nn.Module):
@@ -238,12 +218,40 @@ def _deeplift(forward, embeds, baselines, tokens, args, values, adapter):
 
 
 def _gradient_shap(forward, embeds, baselines, tokens, args, values, adapter):
-    with _noise_drawn_on_cpu():
-        attributions, delta = captum_attr().GradientShap(forward).attribute(
-            embeds, baselines=baselines, n_samples=values["n_samples"],
-            stdevs=values["noise"] * float(embeds.detach().std()), additional_forward_args=args,
-            return_convergence_delta=True)
-    return attributions, _delta(delta)
+    """captum's GradientShap (NoiseTunnel over InputBaselineXGradient, baselines drawn from the given one) for a
+    padded batch: each text's draws are those captum makes for it alone, in its order (the baseline index, numpy;
+    the noise, NoiseTunnel's own draw on the CPU; the path points, numpy), and every text's copies go through the
+    model together, in passes of the method's token budget. Its convergence delta is captum's for the text's first
+    copy, as a text alone records."""
+    samples, texts, width = values["n_samples"], len(embeds), embeds.shape[1]
+    draw = captum_attr().NoiseTunnel._add_noise_to_input
+    noisy = embeds.detach().cpu().repeat_interleave(samples, dim=0)  # padding keeps its embedding: masked out
+    points = []
+    for b in range(texts):
+        n = int(args[0][b].sum())
+        own = embeds[b:b + 1, :n].detach().cpu()
+        np.random.seed(values["seed"])
+        torch.manual_seed(values["seed"])
+        np.random.choice(1, samples)  # which of the one baseline each copy starts from
+        noisy[b * samples:(b + 1) * samples, :n] = draw(own, values["noise"] * float(own.std()), samples)
+        points.append(np.random.uniform(0.0, 1.0, samples))
+    noisy = noisy.to(embeds.device)
+    copies = torch.arange(texts, device=embeds.device).repeat_interleave(samples)
+    start, copied = baselines[copies], tuple(a[copies] for a in args)
+    point = torch.tensor(np.concatenate(points), device=embeds.device, dtype=embeds.dtype)[:, None, None]
+    grads, step = [], max(1, values["batch_tokens"] // width)
+    for k in range(0, len(noisy), step):
+        at = point[k:k + step]  # captum's _scale_input, to the same float operations
+        scaled = (at * noisy[k:k + step] + (1.0 - at) * start[k:k + step]).requires_grad_()
+        with torch.enable_grad():
+            out = forward(scaled, *(a[k:k + step] for a in copied))
+            grads.append(torch.autograd.grad(torch.unbind(out), scaled)[0])
+    attributions = (noisy - start) * torch.cat(grads)
+    first = torch.arange(texts, device=embeds.device) * samples
+    with torch.no_grad():
+        ends = forward(torch.cat([start[first], noisy[first]]), *(torch.cat([a[first]] * 2) for a in copied))
+    delta = attributions[first].reshape(texts, -1).sum(1) - (ends[texts:] - ends[:texts])
+    return attributions.reshape(texts, samples, *embeds.shape[1:]).sum(1) / samples, _delta(delta)
 
 
 def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
@@ -370,7 +378,7 @@ _register("gradient_shap", "gradient", "expected gradients between noisy baselin
           "Lundberg & Lee 2017", _gradient_shap, baseline=BASELINE_PARAM,
           n_samples=Param(20, "random points on the baseline-input paths", minimum=1),
           noise=Param(0.0, "noise added to the baseline, as a fraction of the embeddings' std", minimum=0.0),
-          seed=SEED)
+          seed=SEED, pads=True)
 _register("smooth_grad", "gradient", "Integrated Gradients averaged over noisy embeddings (captum NoiseTunnel)",
           "Smilkov et al. 2017", _smooth_grad, baseline=BASELINE_PARAM,
           n_samples=Param(8, "noisy copies averaged", minimum=1),

@@ -12,25 +12,27 @@ from attrbench.registry import METHODS
 
 ADAPTERS = {n: load_model(n) for n in TINY_MODELS}
 TEXTS = ["the keys to the cabinet are on the table .", "dogs run", "a wonderful film about the sea"]
+# GradientShap draws no noise by default; with it, each text's noise must be what it draws alone
+VARIANTS = {"gradient_shap+noise": METHODS.get("gradient_shap").with_params(noise=0.1)}
 BATCHED = [(m.name, n) for m in METHODS.all() if m.batched for n in TINY_MODELS
-           if m.supports(ADAPTERS[n]) is None]
+           if m.supports(ADAPTERS[n]) is None] + [(name, n) for name in VARIANTS for n in TINY_MODELS]
 
 
 def test_the_gradient_and_perturbation_families_are_batched():
     assert {"grad_l2", "grad_x_input", "integrated_gradients", "saliency", "deeplift", "smooth_grad",
-            "feature_ablation", "occlusion", "lime", "kernel_shap", "shapley_sampling"} <= {name for name, _ in BATCHED}
+            "gradient_shap", "feature_ablation", "occlusion", "lime", "kernel_shap",
+            "shapley_sampling"} <= {name for name, _ in BATCHED}
     assert all(METHODS.get(name).pads for name in ("grad_l2", "integrated_gradients", "saliency", "deeplift",
-                                                   "smooth_grad"))
+                                                   "smooth_grad", "gradient_shap"))
     # perturbation methods pool their texts' forward passes, each text drawn as alone (no padding)
     assert not any(METHODS.get(name).pads for name in ("occlusion", "lime", "kernel_shap", "shapley_sampling"))
     assert METHODS.get("occlusion").with_params(window=2).batched
-    # captum draws its baselines and path points across the whole batch: one text at a time
-    assert not METHODS.get("gradient_shap").batched
+    assert METHODS.get("gradient_shap").with_params(noise=0.1).batched
 
 
 @pytest.mark.parametrize("method,model", BATCHED)
 def test_a_batch_with_a_target_per_text_equals_one_text_at_a_time(method, model):
-    adapter, method = ADAPTERS[model], METHODS.get(method)
+    adapter, method = ADAPTERS[model], VARIANTS.get(method) or METHODS.get(method)
     lengths = [len(adapter.tokenizer(t)["input_ids"]) for t in TEXTS]
     targets = [f"position:{min(k + 1, n - 1)}" for k, n in enumerate(lengths)]  # another row per text
     together = method(adapter, TEXTS, target=targets)
@@ -79,7 +81,7 @@ def test_the_workspace_computes_a_batched_methods_attributions_together():
         assert np.allclose(alone.values, together.values, rtol=1e-5, atol=1e-7)
         assert "batch" not in alone.meta["cost"]
     one_at_a_time = Workspace()
-    one_at_a_time.prefetch(adapter, METHODS.get("gradient_shap"), examples)
+    one_at_a_time.prefetch(adapter, METHODS.get("blank_out"), examples)
     assert one_at_a_time.attributions_computed == 0  # not batched: each is computed when asked
 
 
