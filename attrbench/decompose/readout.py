@@ -20,6 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import CompletenessError
+from ..models.adapter import pad_ids
 from ..models.heads import Activation, HeadStep
 from ..models.spec import Linear, NormSpec
 from . import stages
@@ -90,11 +91,25 @@ def head_logit(steps: list[HeadStep], parts: torch.Tensor, bias: torch.Tensor, i
     return parts @ column, bias @ column + constant
 
 
+def real_logits(adapter, targets, sequences, batch_size: int = 64) -> list[float]:
+    """Each token sequence's explained logit at its target's row from the model's own head, in right-padded
+    passes of ``batch_size`` (passes no decomposition's parts came from): what :func:`check_logit` checks against."""
+    out = []
+    for start in range(0, len(sequences), batch_size):
+        ids, mask = pad_ids(sequences[start:start + batch_size], adapter.tokenizer.pad_token_id, adapter.device)
+        chunk = targets[start:start + batch_size]
+        logits = adapter.row_logits([t.row for t in chunk], input_ids=ids, attention_mask=mask)
+        out += [float(t.logit(logits[k:k + 1])[0]) for k, t in enumerate(chunk)]
+    return out
+
+
 def check_logit(adapter, resolved, input_ids: torch.Tensor, logits: torch.Tensor, bias_logit: torch.Tensor,
-                tolerance: float, method: str) -> tuple[float, float]:
-    """The real logit from the model's own head on the same tokens (a pass the parts did not come from) and the
-    parts' relative miss, ``|sum + bias - real| / sum |terms|``; a miss above ``tolerance`` raises."""
-    real = float(resolved.logit(adapter.row_logits(resolved.row, input_ids=input_ids))[0])
+                tolerance: float, method: str, real: float | None = None) -> tuple[float, float]:
+    """The real logit from the model's own head on the same tokens (a pass the parts did not come from; ``real``
+    where :func:`real_logits` computed it with other texts) and the parts' relative miss,
+    ``|sum + bias - real| / sum |terms|``; a miss above ``tolerance`` raises."""
+    if real is None:
+        real = float(resolved.logit(adapter.row_logits(resolved.row, input_ids=input_ids))[0])
     residual = abs(float(logits.sum() + bias_logit) - real) / float(logits.abs().sum() + abs(bias_logit))
     if not residual <= tolerance:
         raise CompletenessError(f"{method}'s parts miss the real logit {real:.4g} by {residual:.2e} (relative); "

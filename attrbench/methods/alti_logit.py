@@ -21,10 +21,10 @@ import torch
 
 from attrbench.plugin import (
     ALTI_MAP,
-    VALUE_BIAS_PARAM,
     InputError,
     Method,
     MethodResult,
+    VALUE_BIAS_PARAM,
     check_logit,
     decompose,
     default_tolerance,
@@ -32,6 +32,7 @@ from attrbench.plugin import (
     head_steps,
     no_head_reason,
     no_readout_reason,
+    real_logits,
     register,
     stream_parts,
 )
@@ -39,6 +40,7 @@ from attrbench.plugin import (
 
 class ALTILogit(Method):
     name, family, output = "alti_logit", "logit", "scores"
+    batched = True  # one check pass for all texts (each text decomposed alone)
     description = "each layer's attention parts projected on the target logit, carried to the inputs by ALTI"
     reference = "Ferrando et al. 2023, 'Explaining How Transformers Use Context to Build Predictions'"
     params = {"value_bias": VALUE_BIAS_PARAM}
@@ -51,8 +53,10 @@ class ALTILogit(Method):
         if layers is not None:
             raise InputError(f"'{self.name}' sums over all layers; leave layers unset")
         steps, tolerance = head_steps(adapter), default_tolerance(adapter)
+        batch = adapter.encode(texts, truncate=truncate)
+        reals = real_logits(adapter, targets, [batch.input_ids[b, :n].tolist() for b, n in enumerate(batch.lengths)])
         results = []
-        for text, resolved in zip(texts, targets):
+        for text, resolved, real_logit in zip(texts, targets, reals):
             dec = decompose(adapter, [text], scopes=["attn_n"], derived=[ALTI_MAP], keep_parts=True,
                             keep_captures=True, truncate=truncate, value_bias=self.value_bias)[0]
             n, t = len(dec.tokens), resolved.row
@@ -60,7 +64,7 @@ class ALTILogit(Method):
             parts, bias = stream_parts(adapter.layers, dec.captures, t, attention, tolerance)
             logits, bias_logit = head_logit(steps, parts, bias, resolved.index, resolved.contrast_index)
             real, residual = check_logit(adapter, resolved, torch.tensor([dec.input_ids], device=adapter.device),
-                                         logits, bias_logit, tolerance, self.name)
+                                         logits, bias_logit, tolerance, self.name, real_logit)
             per_layer = logits[1:].view(adapter.n_layers, n + 1).double().cpu().numpy()  # [l, j]: j < n attention, n FF
             attention_logits = per_layer[:, :n]
             mixing, scores = np.eye(n), np.zeros(n)

@@ -6,7 +6,8 @@ target, negative when it works against it. The blank is the mask token (or ``bla
 Causal LMs have no mask token; they get a bare space token (``Ġ`` / ``▁``) when the vocabulary has
 one, because their unk/eos token (``<|endoftext|>``) starts a new document and would wipe out the
 whole left context; otherwise unk, then eos. All n variants go through the model in batches
-(``batch_size``), in token-id space (never decoded and re-tokenised), each read at the target's row.
+(``batch_size``), in token-id space (never decoded and re-tokenised), each read at the target's row; a batch of
+texts pools its texts' variants into batches of one length.
 
 The probability read is the target's readout: p(class) or p(token) (a softmax), and for a contrast
 ``A/B`` σ(logit A − logit B). σ is monotone, so for a contrast the signed scores rank the tokens
@@ -65,19 +66,26 @@ class BlankOut(Method):
                 return candidate
         raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
 
+    batched = True  # every text's variants pooled into batches of one length
+
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)
         blank = self._blank_id(adapter)
-        results = []
+        variants, rows, readouts = [], [], []
         for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             ids = batch.input_ids[b, :n].tolist()
-            variants = [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
-            probs = target_probabilities(adapter, Readout.of(resolved), variants, [resolved.row] * (n + 1),
-                                         self.get_params()["batch_size"])
-            change = probs[0] - probs[1:]  # p(x) - p(x with token j blanked)
+            variants += [ids] + [ids[:j] + [blank] + ids[j + 1:] for j in range(n)]  # row j + 1: token j blanked
+            rows += [resolved.row] * (n + 1)
+            readouts += [Readout.of(resolved)] * (n + 1)
+        probs = target_probabilities(adapter, readouts, variants, rows, self.get_params()["batch_size"],
+                                     equal_lengths=True)
+        results, start = [], 0
+        for b, n in enumerate(batch.lengths):
+            own, start = probs[start:start + n + 1], start + n + 1
+            change = own[0] - own[1:]  # p(x) - p(x with token j blanked)
             values = change if self.get_params()["signed"] else np.abs(change)
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], values, None,
-                                        {"blank_id": blank, "p_target": float(probs[0]),
+                                        {"blank_id": blank, "p_target": float(own[0]),
                                          "truncated": batch.truncated[b]}))
         return results
 

@@ -32,12 +32,14 @@ from attrbench.plugin import (
     no_head_reason,
     no_readout_reason,
     propagate,
+    real_logits,
     register,
 )
 
 
 class DecompX(Method):
     name, family, output = "decompx", "logit", "scores"
+    batched = True  # one capture pass and one check pass for all texts
     complete = True
     description = "each token's vector propagated through every layer and the head onto the target logit"
     reference = ("Modarressi et al. 2023, 'DecompX: Explaining Transformers Decisions by Propagating Token "
@@ -57,6 +59,7 @@ class DecompX(Method):
         steps, tolerance = head_steps(adapter), default_tolerance(adapter)
         batch = adapter.encode(texts, truncate=truncate)
         captures = adapter.capture(batch)
+        reals = real_logits(adapter, targets, [batch.input_ids[b, :n].tolist() for b, n in enumerate(batch.lengths)])
         results = []
         for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
             t = resolved.row
@@ -69,7 +72,7 @@ class DecompX(Method):
             logits, bias_logit = head_logit(steps, parts[:, t], bias[t], resolved.index, resolved.contrast_index,
                                             activation_rule=self.ff_attribution, bias_split=self.bias_split)
             real, residual = check_logit(adapter, resolved, batch.input_ids[b:b + 1, :n], logits, bias_logit,
-                                         tolerance, self.name)
+                                         tolerance, self.name, reals[b])
             scores = torch.zeros(n, dtype=torch.float64, device=adapter.device)
             scores[:seen] = logits.double()
             results.append(MethodResult(self.name, adapter.name, batch.tokens[b], scores.cpu().numpy(), residual, {

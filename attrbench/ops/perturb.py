@@ -67,21 +67,33 @@ def read(logits: torch.Tensor, readouts: Sequence[Readout]) -> np.ndarray:
 
 
 @torch.no_grad()
-def target_probabilities(adapter, readout: Readout, sequences: Sequence[Sequence[int]], rows: Sequence[int],
-                         batch_size: int = 64) -> np.ndarray:
-    """The scored probability of each sequence read at ``rows[k]``: (len(sequences),).
+def target_probabilities(adapter, readout: Readout | Sequence[Readout], sequences: Sequence[Sequence[int]],
+                         rows: Sequence[int], batch_size: int = 64, equal_lengths: bool = False) -> np.ndarray:
+    """The scored probability of each sequence read at ``rows[k]`` under ``readout`` (one for all, or one per
+    sequence): (len(sequences),).
 
-    Sequences go through the model in length-sorted (stable), right-padded batches of ``batch_size``.
-    The softmax runs in the model's dtype: the logits carry no more precision than that, so a change
-    below it is no change (a blanked token that moves nothing scores exactly 0).
+    Sequences go through the model in length-sorted (stable), right-padded batches of ``batch_size``; with
+    ``equal_lengths``, a batch holds one length only (no padding: each sequence's numbers are those of its own
+    length's batch, whatever else is pooled with it). The softmax runs in the model's dtype: the logits carry no
+    more precision than that, so a change below it is no change (a blanked token that moves nothing scores
+    exactly 0).
     """
+    readouts = [readout] * len(sequences) if isinstance(readout, Readout) else list(readout)
     out = np.zeros(len(sequences))
     order = np.argsort([len(s) for s in sequences], kind="stable")
-    for k in range(0, len(order), batch_size):
-        chunk = order[k:k + batch_size]
+    chunks, start = [], 0
+    while start < len(order):
+        end = min(start + batch_size, len(order))
+        if equal_lengths:
+            width = len(sequences[order[start]])
+            end = start + next((k for k in range(end - start) if len(sequences[order[start + k]]) != width),
+                               end - start)
+        chunks.append(order[start:end])
+        start = end
+    for chunk in chunks:
         ids, mask = pad_ids([sequences[i] for i in chunk], adapter.tokenizer.pad_token_id, adapter.device)
         logits = adapter.row_logits([int(rows[i]) for i in chunk], input_ids=ids, attention_mask=mask)
-        out[chunk] = read(logits, [readout] * len(chunk))
+        out[chunk] = read(logits, [readouts[i] for i in chunk])
     return out
 
 

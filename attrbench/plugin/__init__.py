@@ -25,7 +25,7 @@ from ..decompose import (
 from ..decompose.derived import ALTI_MAP
 from ..decompose.engine import default_tolerance
 from ..decompose.layout import visible_cells
-from ..decompose.readout import check_logit, head_logit, stream_parts
+from ..decompose.readout import check_logit, head_logit, real_logits, stream_parts
 from ..decompose.stages import ACTIVATION_RULES, BIAS_SPLITS
 from ..errors import AttrbenchError, CompletenessError, InputError, MethodError, UnknownPluginError
 from ..models import TransformerAdapter
@@ -83,7 +83,7 @@ __all__ = [
     # the engine
     "decompose", "Decomposition", "DerivedMap", "ChunkView", "ALTI_MAP", "stages", "propagate", "readout",
     "layout_for", "ff_output_readers", "visible_cells", "default_tolerance", "VALUE_BIAS", "FF_ATTRIBUTIONS",
-    "check_logit", "head_logit", "stream_parts", "ACTIVATION_RULES", "BIAS_SPLITS",
+    "check_logit", "head_logit", "real_logits", "stream_parts", "ACTIVATION_RULES", "BIAS_SPLITS",
     # models
     "TransformerAdapter", "forward_hooks", "norm_spec", "Activation", "head_steps", "no_readout_reason",
     # shared operations

@@ -21,7 +21,7 @@ BATCHED = [(m.name, n) for m in METHODS.all() if m.batched for n in TINY_MODELS
 def test_the_gradient_and_perturbation_families_are_batched():
     assert {"grad_l2", "grad_x_input", "integrated_gradients", "saliency", "deeplift", "smooth_grad",
             "gradient_shap", "feature_ablation", "occlusion", "lime", "kernel_shap",
-            "shapley_sampling"} <= {name for name, _ in BATCHED}
+            "shapley_sampling", "blank_out"} <= {name for name, _ in BATCHED}
     assert all(METHODS.get(name).pads for name in ("grad_l2", "integrated_gradients", "saliency", "deeplift",
                                                    "smooth_grad", "gradient_shap"))
     # perturbation methods pool their texts' forward passes, each text drawn as alone (no padding)
@@ -81,7 +81,7 @@ def test_the_workspace_computes_a_batched_methods_attributions_together():
         assert np.allclose(alone.values, together.values, rtol=1e-5, atol=1e-7)
         assert "batch" not in alone.meta["cost"]
     one_at_a_time = Workspace()
-    one_at_a_time.prefetch(adapter, METHODS.get("blank_out"), examples)
+    one_at_a_time.prefetch(adapter, METHODS.get("attn_lrp"), examples)
     assert one_at_a_time.attributions_computed == 0  # not batched: each is computed when asked
 
 
