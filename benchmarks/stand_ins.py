@@ -43,7 +43,7 @@ def build(specs: Path, out: Path) -> Path:
 
     config = read_config("full")
     lines = [f'name = "full-stand-ins"\nseed = {config["seed"]}\ndtype = "{config["dtype"]}"\n'
-             f'shard_size = {config["shard_size"]}\n']
+             + (f'shard_size = {config["shard_size"]}\n' if config["shard_size"] else "")]
     for entry in config["suite"]:
         folder = out / entry["model"]
         if not (folder / "model.safetensors").exists():

@@ -24,6 +24,10 @@ DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 # cost in the best-filled batch, 1,024 x 128, MiniLM / SmolLM2; about 3,100 in the largest a run sends, 256 x 128;
 # benchmarks/results/batching-cuda-h200.json). MPS is reasoned, not measured.
 DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 3200, "mps": 256}
+# Examples per job where a config names none. A job's examples are what a batched method attributes together and
+# what the metrics' batcher pools, so a GPU wants many; on a CPU a pass is already near the matmul peak, and a
+# small job keeps resuming and the time budget fine-grained.
+DEFAULT_SHARD_SIZE = {"cpu": 8, "cuda": 64, "mps": 16}
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from .config import parse_budget
 from .context import RunContext
 from .executors import LocalExecutor
 from .external import Precomputed, read_attributions
-from .options import RunOptions
+from .options import DEFAULT_SHARD_SIZE, RunOptions
 from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
 from .store import COMPACT, SHARED, Store, StoreError, row_key, run_store, writer_lock
@@ -301,7 +301,8 @@ def config_pipeline(config: dict, options: Optional[RunOptions] = None, store=No
     """The pipeline of a run config: its dtype, device, batch budget, seed and shard size."""
     options = (options or RunOptions()).with_(dtype=config["dtype"], device=config.get("device"),
                                               batch_tokens=config.get("batch_tokens"))
-    return Pipeline(options, seed=config["seed"], shard_size=config["shard_size"],
+    shard_size = config["shard_size"] or DEFAULT_SHARD_SIZE[device_kind(options.device)]
+    return Pipeline(options, seed=config["seed"], shard_size=shard_size,
                     resamples=config.get("bootstrap_resamples", RESAMPLES), store=store, cache=cache)
 
 

@@ -18,3 +18,15 @@ def test_a_bad_padding_allowance_is_refused_in_one_line(bad):
     with pytest.raises(InputError, match="pad tokens must be a whole number of at least 0") as err:
         RunOptions(pad_tokens=bad)
     assert "\n" not in str(err.value)
+
+
+def test_a_config_without_a_shard_size_gets_its_devices():
+    from attrbench.runtime.config import read_config
+    from attrbench.runtime.options import DEFAULT_SHARD_SIZE
+    from attrbench.runtime.pipeline import config_pipeline
+
+    full = read_config("full")
+    assert full["shard_size"] is None  # the published comparison: as many examples per job as the device takes
+    assert config_pipeline(full).shard_size == DEFAULT_SHARD_SIZE["cpu"] == 8
+    assert DEFAULT_SHARD_SIZE["cuda"] >= 32  # a GPU batches a job's examples together
+    assert config_pipeline(read_config("default")).shard_size == 2  # named: kept
