@@ -268,12 +268,17 @@ def _smooth_grad(forward, embeds, baselines, tokens, args, values, adapter):
         torch.manual_seed(values["seed"])
         for k in range(samples):  # nt_samples_batch_size=1: one draw of (1, n, d) per copy, in order
             noisy[b, k, :n] = draw(own, stdev, 1)[0]
+    noisy, steps = noisy.to(embeds.device).flatten(0, 1), values["n_steps"]
     copies = torch.arange(texts, device=embeds.device).repeat_interleave(samples)
-    attributions = captum_attr().IntegratedGradients(forward).attribute(
-        noisy.to(embeds.device).flatten(0, 1).requires_grad_(), baselines=baselines[copies],
-        additional_forward_args=tuple(a[copies] for a in args), n_steps=values["n_steps"], method="gausslegendre",
-        internal_batch_size=max(1, values["batch_tokens"] // width))
-    return attributions.reshape(texts, samples, *embeds.shape[1:]).mean(1), {}
+    per_call = max(1, values["batch_tokens"] // (width * steps))  # copies whose steps fit one pass of the budget
+    engine, parts = captum_attr().IntegratedGradients(forward), []
+    for k in range(0, len(noisy), per_call):  # captum takes no fewer rows per pass than copies per call
+        own = copies[k:k + per_call]
+        parts.append(engine.attribute(
+            noisy[k:k + per_call].requires_grad_(), baselines=baselines[own],
+            additional_forward_args=tuple(a[own] for a in args), n_steps=steps, method="gausslegendre",
+            internal_batch_size=len(own) * steps))
+    return torch.cat(parts).reshape(texts, samples, *embeds.shape[1:]).mean(1), {}
 
 
 def _occlusion(forward, embeds, baselines, tokens, args, values, adapter):
