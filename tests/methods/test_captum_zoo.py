@@ -134,21 +134,35 @@ def test_shapley_sampling_per_token_mask_gives_the_full_masks_scores():
         assert np.array_equal(method(adapter, [TEXT])[0].values, full(adapter, [TEXT])[0].values)
 
 
-def test_noise_is_drawn_as_captum_draws_it_and_captum_is_restored():
-    from captum.attr import NoiseTunnel
+@pytest.mark.parametrize("name", MODELS)
+def test_smoothgrad_and_gradient_shap_equal_captums_own_calls(name):
+    """Both draw each text's noise (and GradientShap its baseline index and path points) themselves, so that a text
+    in a batch gets its own draws: on one text, with the seeds set as the method sets them, they equal captum's
+    NoiseTunnel over IntegratedGradients and captum's GradientShap called as captum documents them."""
+    from captum.attr import GradientShap, IntegratedGradients, NoiseTunnel
 
-    from attrbench.methods.captum_zoo import _noise_drawn_on_cpu
+    adapter, ids, score = _setup(name)
+    layer = adapter.model.get_input_embeddings()
+    embeds, base = layer(ids).detach(), layer(baseline_ids(adapter, ids, "pad")).detach()
 
-    own = NoiseTunnel.__dict__["_add_noise_to_input"]
-    x = torch.randn(2, 3, 4)
-    torch.manual_seed(5)
-    theirs = NoiseTunnel._add_noise_to_input(x, 0.3, 4)
-    with pytest.raises(ValueError), _noise_drawn_on_cpu():
-        torch.manual_seed(5)
-        ours = NoiseTunnel._add_noise_to_input(x, 0.3, 4)
-        raise ValueError("an attribution that fails")
-    assert torch.equal(ours, theirs)
-    assert NoiseTunnel.__dict__["_add_noise_to_input"] is own
+    def forward(inputs_embeds):
+        return score(inputs_embeds=inputs_embeds)
+
+    def seeded(call, seed=0):
+        torch.manual_seed(seed)
+        np.random.seed(seed)
+        return call().detach().sum(-1)[0].numpy()
+
+    for noise in (0.1, 0.3):
+        stdev = noise * float(embeds.std())
+        captum_sg = seeded(lambda: NoiseTunnel(IntegratedGradients(forward)).attribute(
+            embeds.clone().requires_grad_(), nt_type="smoothgrad", nt_samples=8, stdevs=stdev,
+            nt_samples_batch_size=1, baselines=base, n_steps=16, method="gausslegendre"))
+        np.testing.assert_allclose(_run(adapter, "smooth_grad", noise=noise), captum_sg, rtol=1e-9, atol=1e-12)
+    for noise in (0.0, 0.2):
+        captum_gs = seeded(lambda: GradientShap(forward).attribute(
+            embeds.clone().requires_grad_(), baselines=base, n_samples=20, stdevs=noise * float(embeds.std())))
+        np.testing.assert_allclose(_run(adapter, "gradient_shap", noise=noise), captum_gs, rtol=1e-9, atol=1e-12)
 
 
 @pytest.mark.parametrize("name", MODELS)
