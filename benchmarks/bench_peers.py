@@ -7,8 +7,9 @@ explained by gradient × input, integrated gradients and LIME.
 Two jobs, one per peer, each on a model that peer explains:
 
 - ``ferret`` (Attanasio et al. 2023; ferret-xai 0.4.2) explains a sequence classifier: ``--classifier``, class 1's
-  logit, one sentence per call (its explainers take one text), with the batch sizes it offers set to their most
-  favourable (IG: the 50 steps of a sentence in batches of ``--peer-batch``; LIME: its samples likewise);
+  logit, one sentence per call (its explainers take one text), with the batch sizes its explainers take set to
+  ``--peer-batch`` (IG: captum's internal batch, which ferret's forward splits into its fixed batches of 8; LIME:
+  its samples per pass);
 - ``inseq`` (Sarti et al. 2023; inseq 0.7.1) explains a generative model: ``--lm``, the logit of the token " good"
   after each sentence, ``--peer-batch`` sentences per call (it batches sentences itself).
 
