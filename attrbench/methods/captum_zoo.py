@@ -103,25 +103,26 @@ class _Pooled(TargetForward):
         return inputs.new_zeros(len(inputs))
 
 
-def _answer(forwards: list[_Pooled], batch_tokens: int) -> None:
-    """Every recorded call's outputs, computed in batches of equal length (no padding) of at most ``batch_tokens``
-    tokens, then each forward set to replay its own."""
-    by_length: dict[int, list[tuple[_Pooled, int, int]]] = {}  # (forward, call, row) of every recorded input
-    for f in forwards:
-        for k, call in enumerate(f.calls):
-            by_length.setdefault(call[0].shape[1], []).extend((f, k, r) for r in range(len(call[0])))
+def _answer(forwards: list[_Pooled], method: GradientMethod, adapter) -> None:
+    """Every recorded call's outputs, computed in the method's length-sorted batches of plain passes (the run's whole
+    budget, ``4 * batch_tokens``, with at most ``pad_tokens`` of padding), then each forward set to replay its own."""
+    rows = [(f, k, r) for f in forwards for k, call in enumerate(f.calls) for r in range(len(call[0]))]
+    lengths = [f.calls[k][0].shape[1] for f, k, _ in rows]
     outputs: dict[tuple[int, int], list[torch.Tensor]] = {}
-    for length, rows in by_length.items():
-        step = max(1, batch_tokens // length)
-        for start in range(0, len(rows), step):
-            chunk = rows[start:start + step]
-            device = chunk[0][0].adapter.device
-            with torch.no_grad():
-                values = chunk[0][0].score(*(torch.stack([f.calls[k][p][r] for f, k, r in chunk]).to(device)
-                                             for p in range(5))).cpu()
-            for (f, k, _), value in zip(chunk, values):
-                outputs.setdefault((id(f), k), []).append(value)
-    for f in forwards:
+    for batch in method.batches(adapter, lengths, 4 * method.batch_tokens):
+        width, parts = lengths[batch[-1]], []  # the longest is last
+        for p in range(5):
+            column = [rows[i][0].calls[rows[i][1]][p][rows[i][2]] for i in batch]
+            if p < 2:  # embeddings (n, d) and mask (n,): right-padded to the batch's width, mask 0 there
+                column = [torch.nn.functional.pad(c, (0, 0, 0, width - len(c)) if c.ndim == 2 else
+                                                  (0, width - len(c))) for c in column]
+            parts.append(torch.stack(column).to(adapter.device))
+        with torch.no_grad():
+            values = rows[batch[0]][0].score(*parts).cpu()
+        for i, value in zip(batch, values):
+            f, k, _ = rows[i]
+            outputs.setdefault((id(f), k), []).append(value)
+    for f in forwards:  # a call's rows were appended in order: batches keep each length's rows in their order
         f.answers = [torch.stack(outputs[(id(f), k)]) for k in range(len(f.calls))]
         f.replaying = True
 
@@ -165,7 +166,7 @@ class CaptumMethod(GradientMethod):
         forwards = [_Pooled(adapter, [target], mask) for target, (_, mask) in zip(targets, inputs)]
         for forward, (ids, mask) in zip(forwards, inputs):
             self.attribute(forward, layer, ids, mask, adapter)  # records the inputs captum asks for
-        _answer(forwards, 4 * self.batch_tokens)  # plain passes: the run's whole budget
+        _answer(forwards, self, adapter)
         return [self.result(adapter, batch, b, *self.attribute(forward, layer, ids, mask, adapter))  # same draws
                 for b, (forward, (ids, mask)) in enumerate(zip(forwards, inputs))]
 

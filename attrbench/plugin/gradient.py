@@ -149,12 +149,15 @@ class GradientMethod(Method):
                              **meta})
 
     def groups(self, adapter, lengths: Sequence[int]) -> list[list[int]]:
-        """The texts attributed together: one at a time unless ``batched``; else length-sorted batches of at most
-        ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` padding (on a CPU a padded token costs what a
-        real one does). A decoder read by a sequence-classification head takes equal lengths only:
-        given embeddings, it pools the last position, which padding would move."""
+        """The texts attributed together: one at a time unless ``pads``, else :meth:`batches` of ``batch_tokens``."""
         if not self.pads:
             return [[b] for b in range(len(lengths))]
+        return self.batches(adapter, lengths, self.batch_tokens)
+
+    def batches(self, adapter, lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+        """Length-sorted batches of at most ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` padding
+        (on a CPU a padded token costs what a real one does). A decoder read by a sequence-classification head takes
+        equal lengths only: given embeddings, it pools the last position, which padding would move."""
         order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
         equal_only = adapter.causal and head_kind(adapter) == "classifier"
         out: list[list[int]] = []
@@ -162,7 +165,7 @@ class GradientMethod(Method):
         for b in order:
             last = out[-1] if out else None
             more = padding + len(last) * (lengths[b] - lengths[last[-1]]) if last else 0  # the shorter rows pad up
-            if last and (len(last) + 1) * lengths[b] <= self.batch_tokens and more <= self.pad_tokens and (
+            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= self.pad_tokens and (
                     not equal_only or lengths[last[0]] == lengths[b]):
                 last.append(b)
                 padding = more
