@@ -21,10 +21,10 @@ import torch
 
 from attrbench.plugin import (
     ALTI_MAP,
+    VALUE_BIAS_PARAM,
     InputError,
     Method,
     MethodResult,
-    VALUE_BIAS_PARAM,
     check_logit,
     decompose,
     default_tolerance,

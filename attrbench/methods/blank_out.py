@@ -38,6 +38,7 @@ from attrbench.plugin import (
 
 class BlankOut(Method):
     name, family, output = "blank_out", "erasure", "scores"
+    batched = True  # every text's variants pooled into batches of one length
     description = ("|p(target) change| (signed=True: p(x) - p(x blanked)) when each token is replaced by the mask "
                    "(or a neutral) token")
     reference = "Ferrando et al. 2022 (SVA reference); Ferrando et al. 2023 (signed); Li et al. 2016 (erasure)"
@@ -65,8 +66,6 @@ class BlankOut(Method):
             if candidate is not None:
                 return candidate
         raise InputError(f"'{adapter.name}' has no mask, unk or eos token: give blank_token")
-
-    batched = True  # every text's variants pooled into batches of one length
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         batch = adapter.encode(texts, truncate=truncate)

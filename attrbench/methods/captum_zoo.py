@@ -80,10 +80,10 @@ class _Module(torch.nn.Module):
 class _Pooled(TargetForward):
     """A perturbation method's forward passes for one text, pooled with other texts': captum runs twice with the
     same seeds. First recording (each call's inputs kept, zeros returned: the perturbations a sampler draws do not
-    depend on the outputs), then, once :func:`_answer` has computed every recorded input of every text in batches of
-    one length, replaying the outputs in the order captum asked for them. Its tensors are on the CPU whatever the
-    model's device: captum's sampler makes a few small tensor operations per perturbation (a mask, a similarity),
-    which on a GPU would each be a kernel launch; only :func:`_answer`'s batches go to the model's device."""
+    depend on the outputs), then, once :func:`_answer` has computed every recorded input of every text in the
+    method's length-sorted batches, replaying the outputs in the order captum asked for them. Its tensors are on the
+    CPU whatever the model's device: captum's sampler makes a few small tensor operations per perturbation (a mask,
+    a similarity), which on a GPU would each be a kernel launch; only :func:`_answer`'s batches go to the device."""
 
     def __init__(self, adapter, targets, attention_mask):
         super().__init__(adapter, targets, attention_mask)
