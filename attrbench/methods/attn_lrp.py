@@ -119,6 +119,45 @@ def _keep(store: list, columns=slice(None), which: int | None = None):
     return hook
 
 
+def _keep_per_text(store: list, texts: int):
+    """A forward hook that keeps a module's output with one row per text: an output shared by the batch (positions'
+    (1, n, d), broadcast on addition) is handed on expanded, so its gradient is each text's own."""
+    def hook(module, args, out):
+        if out.shape[0] == 1 and texts > 1:
+            out = out.expand(texts, *out.shape[1:])
+        store.append((out, slice(None)))
+        return out
+    return hook
+
+
+def _bias_probe(probes: list, bias: torch.Tensor, texts: int):
+    """A forward hook adding a zero (texts, 1, width) leaf to a module's output, kept with ``bias``: its gradient
+    is, per text, the summed gradient of the output, i.e. what the module's additive bias gets from that text."""
+    def hook(module, args, out):
+        probe = out.new_zeros((texts, 1, out.shape[-1]), requires_grad=True)
+        probes.append((probe, bias))  # rows in text order, also where a model flattens (B, n) to B·n (OPT's FF)
+        return (out.reshape(texts, -1, out.shape[-1]) + probe).reshape(out.shape)
+    return hook
+
+
+def _bias_owners(model: nn.Module):
+    """(Linear-like, norm) lists of (module, bias) for every trainable bias, each bias once, or None when a bias sits
+    in a module whose output it does not simply add to (its share could not be told apart per text)."""
+    linear, norms = [], []
+    for name, p in model.named_parameters():
+        if not (name.endswith("bias") and p.requires_grad):
+            continue
+        owners = [m for m in model.modules() if getattr(m, "bias", None) is p]
+        if any(isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D" for m in owners):
+            linear.append((next(m for m in owners if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"), p))
+        elif any(isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm") for m in owners):
+            norms.append((next(m for m in owners if isinstance(m, nn.LayerNorm)
+                               or type(m).__name__.endswith("RMSNorm")), p))
+        else:
+            return None
+    return linear, norms
+
+
 def _parent(model: nn.Module, child: nn.Module) -> nn.Module:
     return next(m for m in model.modules() if any(c is child for c in m.children()))
 
@@ -128,6 +167,7 @@ class AttnLRP(GradientMethod):
     axiom = "conservation"
     description = "LRP with AttnLRP's rules for norms, activations, attention products and softmax (signed)"
     reference = "Achtibat et al. 2024, 'AttnLRP: Attention-Aware Layer-Wise Relevance Propagation for Transformers'"
+    batched = True  # a padded batch of texts in one forward and one backward pass (:meth:`attribute`)
 
     def supports(self, adapter):
         reason = super().supports(adapter) or no_readout_reason(adapter)
@@ -138,39 +178,65 @@ class AttnLRP(GradientMethod):
             return "it applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's MLM head)"
         return None
 
+    def groups(self, adapter, lengths):
+        """Padded batches where every bias's share can be told apart per text (:func:`_bias_owners`), else one text
+        at a time."""
+        if _bias_owners(adapter.model) is None:
+            return [[b] for b in range(len(lengths))]
+        return super().groups(adapter, lengths)
+
     def attribute(self, forward, layer, input_ids, attention_mask, adapter):
-        """Input × modified gradient at the word embeddings, with every sink's share from the same pass."""
-        model = adapter.model
-        words, others, queries_keys, weights = [], [], [], []
-        hooks = [(layer, _keep(words))] + [(m, _keep(others)) for m in model.modules()
+        """Input × modified gradient at the word embeddings of a padded batch, each text's sinks from the same pass:
+        every kept tensor has a row per text, and a bias's share is its value times the gradient of a zero probe
+        added where it is added (a parameter's own gradient would sum the texts)."""
+        model, texts = adapter.model, len(input_ids)
+        words, others, queries_keys, weights, probes = [], [], [], [], []
+        owners = _bias_owners(model)
+        linear_biases, norm_biases = owners or ([], [])
+        hooks = [(layer, _keep(words))] + [(m, _keep_per_text(others, texts)) for m in model.modules()
                                             if isinstance(m, nn.Embedding) and m is not layer]
         for spec in adapter.layers:  # registered before the rules' hooks: they see the projections' own outputs
             hooks += [(spec.query_module, _keep(queries_keys, spec.query_columns)),
                       (spec.key_module, _keep(queries_keys, spec.key_columns)),
                       (_parent(model, spec.query_module), _keep(weights, which=1))]  # eager: (output, weights)
-        biases = [(p, slice(None)) for name, p in model.named_parameters() if name.endswith("bias") and p.requires_grad]
-        with forward_hooks(hooks), attn_lrp_rules(adapter):
-            logit = forward(input_ids, attention_mask)[0]
-        groups = {"words": words, "others": others, "queries_keys": queries_keys, "weights": weights, "biases": biases}
-        kept = [t for group in groups.values() for t, _ in group]
-        grads = iter(torch.autograd.grad(logit, kept, allow_unused=True))
-        products = {name: [] for name in groups}  # input × gradient of each kept tensor
+        # a Linear's bias is added before the rules scale its output's gradient; a norm's after its rule's identity
+        hooks += [(module, _bias_probe(probes, bias, texts)) for module, bias in linear_biases]
+        after_rules = [(module, _bias_probe(probes, bias, texts)) for module, bias in norm_biases]
+        with forward_hooks(hooks), attn_lrp_rules(adapter), forward_hooks(after_rules):
+            logits = forward(input_ids, attention_mask)
+        # a bias that is not simply added (one text at a time, :meth:`groups`): its parameter's own gradient
+        parameters = [] if owners is not None else [
+            p for name, p in model.named_parameters() if name.endswith("bias") and p.requires_grad]
+        groups = {"words": words, "others": others, "queries_keys": queries_keys, "weights": weights}
+        kept = [t for group in groups.values() for t, _ in group] + [probe for probe, _ in probes] + parameters
+        grads = iter(torch.autograd.grad(logits.sum(), kept, allow_unused=True))
+        per_text = {name: torch.zeros(texts, dtype=torch.float64, device=logits.device) for name in groups}
+        word_scores = None
         for name, group in groups.items():
             for tensor, columns in group:
                 grad = next(grads)
-                if grad is not None:
-                    products[name].append((tensor[..., columns] * grad[..., columns]).detach().double())
-
-        def total(name: str) -> float:
-            return sum(float(p.sum()) for p in products[name])
-
-        sinks = {"other_embeddings": total("others"), "biases": total("biases"),
-                 "softmax": total("weights") / 2 - total("queries_keys")}
-        scores = products["words"][0][0].sum(-1).cpu().numpy()
-        explained = float(logit.detach())
-        axiom = axiom_check("conservation", scores.sum() + sum(sinks.values()), explained, default_tolerance(adapter),
-                            sinks=sinks, input_share=float(scores.sum()) / max(abs(explained), 1e-12))
-        return scores, {"axiom": axiom}
+                if grad is None:
+                    continue
+                product = (tensor[..., columns] * grad[..., columns]).detach().double()
+                if name == "words" and word_scores is None:
+                    word_scores = product.sum(-1) * attention_mask.to(product.dtype)
+                per_text[name] += product.flatten(1).sum(1)
+        bias_share = torch.zeros(texts, dtype=torch.float64, device=logits.device)
+        for (_, bias), grad in zip(probes, grads):
+            if grad is not None:
+                bias_share += (grad.detach().double()[:, 0] * bias.detach().double()).sum(-1)
+        for parameter, grad in zip(parameters, grads):  # one text: the parameter's gradient is that text's
+            if grad is not None:
+                bias_share += float((parameter.detach().double() * grad.double()).sum())
+        scores, metas = word_scores.cpu().numpy(), []
+        for b in range(texts):
+            sinks = {"other_embeddings": float(per_text["others"][b]), "biases": float(bias_share[b]),
+                     "softmax": float(per_text["weights"][b]) / 2 - float(per_text["queries_keys"][b])}
+            explained, words_total = float(logits[b].detach()), float(scores[b].sum())
+            metas.append({"axiom": axiom_check(
+                "conservation", words_total + sum(sinks.values()), explained, default_tolerance(adapter), sinks=sinks,
+                input_share=words_total / max(abs(explained), 1e-12))})
+        return scores, metas
 
 
 register(AttnLRP)

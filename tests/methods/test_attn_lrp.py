@@ -146,3 +146,21 @@ def test_conservation_is_recorded_with_its_sinks(name):
     assert axiom["residual"] <= 1e-6 and axiom["passes"]
     # without the sinks the words alone miss the logit by far more than the tolerance: the record is a real check
     assert abs(words - logit) / abs(logit) > 100 * axiom["tolerance"]
+
+
+@pytest.mark.parametrize("name", [n for n in TINY_MODELS if ATTN_LRP.supports(load_model(n)) is None])
+def test_a_padded_batch_records_each_texts_own_sinks(name):
+    """Texts of different lengths in one pass: each text's scores and sinks are those of the text computed alone by
+    the independent reference (a bias's parameter gradient would mix the texts; position embeddings are shared)."""
+    adapter = load_model(name, "float64")
+    texts = [_text(adapter), _text(adapter).replace("keys to the cabinet", "dog"), "the cats are"]
+    texts[2] = texts[2] if adapter.causal else texts[2].replace("are", adapter.tokenizer.mask_token)
+    results = ATTN_LRP(adapter, texts, target="contrast:are/is")
+    assert len({len(r.tokens) for r in results}) == 3  # padded: the batch is really mixed
+    for text, result in zip(texts, results):
+        logit, words, others, biases, leaks = _conservation_terms(adapter, text, "contrast:are/is")
+        sinks = result.meta["axiom"]["sinks"]
+        assert result.values.sum() == pytest.approx(words, abs=1e-10)
+        np.testing.assert_allclose([sinks["other_embeddings"], sinks["biases"], sinks["softmax"]],
+                                   [others, biases, leaks], rtol=1e-9, atol=1e-12)
+        assert result.meta["axiom"]["passes"] and result.meta["axiom"]["expected"] == pytest.approx(logit, rel=1e-12)

@@ -21,7 +21,7 @@ BATCHED = [(m.name, n) for m in METHODS.all() if m.batched for n in TINY_MODELS
 def test_the_gradient_and_perturbation_families_are_batched():
     assert {"grad_l2", "grad_x_input", "integrated_gradients", "saliency", "deeplift", "smooth_grad",
             "gradient_shap", "feature_ablation", "occlusion", "lime", "kernel_shap",
-            "shapley_sampling", "blank_out"} <= {name for name, _ in BATCHED}
+            "shapley_sampling", "blank_out", "attn_lrp"} <= {name for name, _ in BATCHED}
     assert all(METHODS.get(name).pads for name in ("grad_l2", "integrated_gradients", "saliency", "deeplift",
                                                    "smooth_grad", "gradient_shap"))
     # perturbation methods pool their texts' forward passes, each text drawn as alone (no padding)
