@@ -11,7 +11,8 @@ rollout"; the maps already include the residual stream, so no identity is added)
 
 All n zeroings of a text run as one batched forward pass of n copies (in chunks of ``batch_size``):
 a hook zeroes row j of copy j at every layer's value projection, and a hook on every layer hands
-the next layer the real output, so each layer is zeroed on its own real input. The last layer is
+the next layer the real output, so each layer is zeroed on its own real input. Several texts share
+passes: their copies are pooled (right-padded, each copy with its own text's mask and real outputs). The last layer is
 read after the model's final norm where it has one (the representation the head reads, as in HF's
 ``hidden_states`` and inseq).
 """
@@ -56,26 +57,43 @@ def cosine_distance(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 @torch.no_grad()
 def value_zeroing_maps(adapter, ids: list[int], threshold: float = 0.0, batch_size: int = 64) -> np.ndarray:
     """(layers, n, n) row-normalised Value Zeroing maps of one token sequence; [l, i, j]: j zeroed, i read."""
-    n = len(ids)
-    batch = adapter.encode_ids([ids])
-    input_ids, mask = batch.input_ids, batch.attention_mask
+    return value_zeroing_batch(adapter, adapter.encode_ids([ids]), threshold, batch_size)[0]
+
+
+@torch.no_grad()
+def value_zeroing_batch(adapter, batch, threshold: float = 0.0, batch_size: int = 64,
+                        copies_per_pass: int = 0) -> list[np.ndarray]:
+    """Each text's (layers, n, n) maps from a right-padded ``batch``: one clean pass of the batch, then every text's
+    zeroed copies pooled into passes of ``max(batch_size, copies_per_pass)`` copies (texts in length order, so a
+    pass pads little), each copy with its own text's mask and real layer outputs."""
+    lengths = list(batch.lengths)
     clean = [cap.out for cap in adapter.capture(batch)]
     final_norm = adapter.final_norm if adapter.final_norm is not None else (lambda x: x)
     read = [*clean[:-1], final_norm(clean[-1])]
-    maps = clean[0].new_zeros((adapter.n_layers, n, n), dtype=torch.float64)
-    for start in range(0, n, batch_size):
-        zeroed = torch.arange(start, min(n, start + batch_size), device=adapter.device)
+    maps = [clean[0].new_zeros((adapter.n_layers, n, n), dtype=torch.float64) for n in lengths]
+    copies = [(b, j) for b in sorted(range(len(lengths)), key=lambda b: lengths[b]) for j in range(lengths[b])]
+    per_pass = max(batch_size, copies_per_pass)
+    for start in range(0, len(copies), per_pass):
+        chunk = copies[start:start + per_pass]
+        owner = torch.tensor([b for b, _ in chunk], device=adapter.device)
+        zeroed = torch.tensor([j for _, j in chunk], device=adapter.device)
+        width = max(lengths[b] for b, _ in chunk)
         corrupted: list = [None] * adapter.n_layers
-        with _zeroing_hooks(adapter, zeroed, clean, corrupted):
-            adapter.model.base_model(input_ids=input_ids.expand(len(zeroed), n),
-                                     attention_mask=mask.expand(len(zeroed), n))
+        with _zeroing_hooks(adapter, zeroed, [c[owner, :width] for c in clean], corrupted):
+            adapter.model.base_model(input_ids=batch.input_ids[owner, :width],
+                                     attention_mask=batch.attention_mask[owner, :width])
         corrupted[-1] = final_norm(corrupted[-1])
         for layer, (real, new) in enumerate(zip(read, corrupted)):
-            maps[layer][:, zeroed] = cosine_distance(real, new).T.to(maps.dtype)  # (n, chunk)
-    if adapter.causal:
-        maps = maps.tril()
-    maps = torch.where(maps < threshold, 0.0, maps).double().cpu().numpy()
-    return safe_divide(maps, maps.sum(-1, keepdims=True))
+            distances = cosine_distance(real[owner, :width], new)  # (copies, width): row i of copy (b, j)
+            for k, (b, j) in enumerate(chunk):
+                maps[b][layer][:, j] = distances[k, :lengths[b]].to(torch.float64)
+    out = []
+    for text_maps in maps:
+        if adapter.causal:
+            text_maps = text_maps.tril()
+        text_maps = torch.where(text_maps < threshold, 0.0, text_maps).double().cpu().numpy()
+        out.append(safe_divide(text_maps, text_maps.sum(-1, keepdims=True)))
+    return out
 
 
 class ValueZeroing(Method):
@@ -84,18 +102,18 @@ class ValueZeroing(Method):
     reference = "Mohebbi et al. 2023, 'Quantifying Context Mixing in Transformers'"
     params = {"threshold": Param(0.0, "distances below it count as 0 (inseq: 1e-5)", minimum=0.0),
               "batch_size": Param(64, "zeroed copies per forward pass (bounds memory)", minimum=1)}
+    batched = True  # a shard's texts in one clean pass, their zeroed copies pooled into full passes
+    batch_tokens = 0  # a run's device budget (``within``): passes of up to that many tokens where it exceeds batch_size
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         if layers is not None:
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
         batch, values = adapter.encode(texts, truncate=truncate), self.get_params()
-        results = []
-        for b, (n, resolved) in enumerate(zip(batch.lengths, targets)):
-            maps = value_zeroing_maps(adapter, batch.input_ids[b, :n].tolist(), **values)
-            results.append(MethodResult(self.name, adapter.name, batch.tokens[b], rollout(maps)[resolved.row], None,
-                                        {"dtype": str(adapter.dtype).replace("torch.", ""),
-                                         "truncated": batch.truncated[b]}))
-        return results
+        copies = self.batch_tokens // max(batch.lengths) if self.batch_tokens else 0
+        maps = value_zeroing_batch(adapter, batch, values["threshold"], values["batch_size"], copies)
+        return [MethodResult(self.name, adapter.name, batch.tokens[b], rollout(maps[b])[resolved.row], None,
+                             {"dtype": str(adapter.dtype).replace("torch.", ""), "truncated": batch.truncated[b]})
+                for b, resolved in enumerate(targets)]
 
 
 register(ValueZeroing)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from attrbench.methods.value_zeroing import value_zeroing_maps
+from attrbench.methods.value_zeroing import value_zeroing_batch, value_zeroing_maps
 from attrbench.models import load_model
 from attrbench.ops.aggregate import rollout
 from attrbench.registry import METHODS
@@ -109,3 +109,16 @@ def test_scores_are_the_rollout_at_the_target_row_and_chunking_changes_nothing()
     np.testing.assert_allclose(maps.sum(-1), 1.0, atol=1e-12)
     result = METHODS.get("value_zeroing")(adapter, [TEXT])[0]
     np.testing.assert_allclose(result.values, rollout(maps)[0], atol=1e-12)  # the [CLS] row
+
+
+@pytest.mark.parametrize("name", ["tiny-bert", "tiny-gpt2", "tiny-opt", "tiny-llama"])
+def test_pooled_passes_of_several_texts_equal_each_text_alone(name):
+    """Passes that straddle texts (5 copies each, texts of different lengths, padded) give each text its own maps."""
+    adapter = load_model(name, "float64")
+    texts = [TEXT, "dogs run", "the cabinet near the kitchen table"]
+    batch = adapter.encode(texts)
+    assert len(set(batch.lengths)) == 3
+    pooled = value_zeroing_batch(adapter, batch, batch_size=5)
+    for b, n in enumerate(batch.lengths):
+        np.testing.assert_allclose(pooled[b], value_zeroing_maps(adapter, batch.input_ids[b, :n].tolist()),
+                                   atol=1e-10)
