@@ -17,6 +17,7 @@ class RandomBaseline(Method):
     description = "uniform random scores per token (seeded by the text): the floor of every faithfulness table"
     reference = "a control, as in Edin et al. 2024 and the ICE test of random rationales"
     params = {"seed": Param(0, "seed of the draws (with the text)", minimum=0)}
+    batched = True  # no model pass: a shard's texts drawn in one call
 
     def run(self, adapter, texts, *, targets, layers, truncate):
         batch = adapter.encode(texts, truncate=truncate)

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..ops.targets import head_kind, no_head_reason
+from ..ops.targets import no_head_reason
 from ..ops.tokens import special_mask
 from ..params import Param
 from .method import Method, MethodResult
@@ -100,10 +100,6 @@ class GradientMethod(Method):
     output = "scores"
     family = "gradient"
     batched = False
-    # padded tokens per forward pass of a batched method; a run gives it a quarter of its batcher's budget, since a
-    # pass that keeps its activations for the backward pass holds several times a plain pass's memory per token
-    batch_tokens = 1024
-    pad_tokens = 64  # the padding one batch may carry (a run sets its own: ``RunOptions.pad_tokens``)
 
     def supports(self, adapter):
         return no_head_reason(adapter)
@@ -153,23 +149,3 @@ class GradientMethod(Method):
         if not self.pads:
             return [[b] for b in range(len(lengths))]
         return self.batches(adapter, lengths, self.batch_tokens)
-
-    def batches(self, adapter, lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-        """Length-sorted batches of at most ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` padding
-        (on a CPU a padded token costs what a real one does). A decoder read by a sequence-classification head takes
-        equal lengths only: given embeddings, it pools the last position, which padding would move."""
-        order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
-        equal_only = adapter.causal and head_kind(adapter) == "classifier"
-        out: list[list[int]] = []
-        padding = 0
-        for b in order:
-            last = out[-1] if out else None
-            more = padding + len(last) * (lengths[b] - lengths[last[-1]]) if last else 0  # the shorter rows pad up
-            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= self.pad_tokens and (
-                    not equal_only or lengths[last[0]] == lengths[b]):
-                last.append(b)
-                padding = more
-            else:
-                out.append([b])
-                padding = 0
-        return out

@@ -31,7 +31,7 @@ from ..decompose.layout import ALL_FF_SCOPES
 from ..errors import InputError, MethodError
 from ..models import TransformerAdapter
 from ..ops.aggregate import rollout, row_normalise, with_identity
-from ..ops.targets import ResolvedTarget, Target, resolve_text
+from ..ops.targets import ResolvedTarget, Target, head_kind, resolve_text
 from ..params import Configurable, Param
 
 AXIOMS = ("completeness", "efficiency", "conservation")
@@ -86,6 +86,11 @@ class Method(Configurable):
     # of a shard at once
     # (``Workspace.prefetch``); the results equal one text at a time to float tolerance (the conformance check)
     batched: bool = False
+    # padded tokens per pass of a batched method; a run gives it a quarter of its batcher's budget (``within``), since
+    # a pass that keeps its activations (for a backward pass, or every scope's parts) holds several times a plain
+    # pass's memory per token
+    batch_tokens: int = 1024
+    pad_tokens: int = 64  # the padding one batch may carry (a run sets its own: ``RunOptions.pad_tokens``)
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
         return None
@@ -145,6 +150,37 @@ class Method(Configurable):
         sized.batch_tokens, sized.pad_tokens = max(1, batch_tokens // 4), pad_tokens
         return sized
 
+    def batches(self, adapter, lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+        """Length-sorted batches of at most ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` padding
+        (on a CPU a padded token costs what a real one does). A decoder read by a sequence-classification head takes
+        equal lengths only: given embeddings, it pools the last position, which padding would move."""
+        order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
+        equal_only = adapter.causal and head_kind(adapter) == "classifier"
+        out: list[list[int]] = []
+        padding = 0
+        for b in order:
+            last = out[-1] if out else None
+            more = padding + len(last) * (lengths[b] - lengths[last[-1]]) if last else 0  # the shorter rows pad up
+            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= self.pad_tokens and (
+                    not equal_only or lengths[last[0]] == lengths[b]):
+                last.append(b)
+                padding = more
+            else:
+                out.append([b])
+                padding = 0
+        return out
+
+
+def decomposed(method: Method, adapter, texts: Sequence[str], **fields) -> list:
+    """``decompose`` of ``texts`` in ``method``'s length-sorted batches (:meth:`Method.batches` of its
+    ``batch_tokens``), each a padded batch with one capture pass; results in the texts' order."""
+    lengths = adapter.encode(texts, truncate=fields.get("truncate", False)).lengths
+    results: list = [None] * len(texts)
+    for group in method.batches(adapter, lengths, method.batch_tokens):
+        for b, dec in zip(group, decompose(adapter, [texts[b] for b in group], **fields)):
+            results[b] = dec
+    return results
+
 
 class ScopeMap(Method):
     """The n x n map of one decomposition scope of the engine, per layer."""
@@ -161,9 +197,11 @@ class ScopeMap(Method):
             return None
         return f"scope '{self.scope}' does not exist in a {layout.kind} model; see `attrbench methods`"
 
+    batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
+
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
-        results = decompose(adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
-                            **self.get_params())
+        results = decomposed(self, adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
+                             **self.get_params())
         return [MethodResult(self.name, adapter.name, d.tokens, d.maps[self.scope], d.residuals.get(self.scope),
                              {"layers": d.layers, "dtype": d.dtype, "truncated": d.truncated})
                 for d in results]
@@ -179,6 +217,7 @@ class Rollout(Method):
     """
 
     output = "scores"
+    batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
 
     def __init__(self, name: str, source: Callable[[Layout], str | DerivedMap], family: str, description: str,
                  reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False,
@@ -197,8 +236,8 @@ class Rollout(Method):
         key = source.name if derived else source
         results = []
         options = {k: v for k, v in self.get_params().items() if k in self.decompose_params}
-        for dec, resolved in zip(decompose(adapter, texts, scopes=[source.reads if derived else source],
-                                           derived=derived, truncate=truncate, **options), targets):
+        for dec, resolved in zip(decomposed(self, adapter, texts, scopes=[source.reads if derived else source],
+                                            derived=derived, truncate=truncate, **options), targets):
             per_layer = dec.maps[key].astype(np.float64)
             per_layer = row_normalise(with_identity(per_layer) if self.identity else per_layer)
             results.append(MethodResult(self.name, adapter.name, dec.tokens, self.aggregate(per_layer, resolved.row),

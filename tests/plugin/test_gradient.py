@@ -55,8 +55,8 @@ def test_batches_keep_to_the_token_budget_and_decoder_classifiers_to_one_length(
     assert groups[0] == [2, 0]  # length-sorted
     assert len(METHODS.get("grad_l2").groups(ADAPTERS["tiny-bert"], lengths)) == 1  # the default budget
     # a decoder read by a sequence-classification head pools its last position, which padding would move
-    from attrbench.plugin import gradient
-    monkeypatch.setattr(gradient, "head_kind", lambda adapter: "classifier")
+    from attrbench.plugin import method as method_module
+    monkeypatch.setattr(method_module, "head_kind", lambda adapter: "classifier")
     groups = METHODS.get("grad_l2").groups(ADAPTERS["tiny-llama"], [4, 4, 5, 4])
     assert sorted(len(g) for g in groups) == [1, 3] and all(len({[4, 4, 5, 4][b] for b in g}) == 1 for g in groups)
     assert len(METHODS.get("grad_l2").groups(ADAPTERS["tiny-bert"], [4, 4, 5, 4])) == 1  # an encoder pads
@@ -80,8 +80,9 @@ def test_the_workspace_computes_a_batched_methods_attributions_together():
         together = workspace.attribution(adapter, method, example)
         assert np.allclose(alone.values, together.values, rtol=1e-5, atol=1e-7)
         assert "batch" not in alone.meta["cost"]
-    one_at_a_time = Workspace()
-    one_at_a_time.prefetch(adapter, METHODS.get("attn_lrp"), examples)
+    one_at_a_time, unbatched = Workspace(), METHODS.get("random").with_params()
+    unbatched.batched = False  # every registered method is batched: a plugin's need not be
+    one_at_a_time.prefetch(adapter, unbatched, examples)
     assert one_at_a_time.attributions_computed == 0  # not batched: each is computed when asked
 
 
