@@ -102,18 +102,24 @@ class ValueZeroing(Method):
     reference = "Mohebbi et al. 2023, 'Quantifying Context Mixing in Transformers'"
     params = {"threshold": Param(0.0, "distances below it count as 0 (inseq: 1e-5)", minimum=0.0),
               "batch_size": Param(64, "zeroed copies per forward pass (bounds memory)", minimum=1)}
-    batched = True  # a shard's texts in one clean pass, their zeroed copies pooled into full passes
+    batched = True  # a clean pass per length-sorted group of texts, their zeroed copies pooled into full passes
     batch_tokens = 0  # a run's device budget (``within``): passes of up to that many tokens where it exceeds batch_size
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         if layers is not None:
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
         batch, values = adapter.encode(texts, truncate=truncate), self.get_params()
-        copies = self.batch_tokens // max(batch.lengths) if self.batch_tokens else 0
-        maps = value_zeroing_batch(adapter, batch, values["threshold"], values["batch_size"], copies)
-        return [MethodResult(self.name, adapter.name, batch.tokens[b], rollout(maps[b])[resolved.row], None,
-                             {"dtype": str(adapter.dtype).replace("torch.", ""), "truncated": batch.truncated[b]})
-                for b, resolved in enumerate(targets)]
+        results: list = [None] * len(texts)
+        # the clean pass keeps every layer's tensors: length-sorted groups within the token budget bound its memory
+        for group in self.batches(adapter, batch.lengths, self.batch_tokens or Method.batch_tokens):
+            part = adapter.encode([texts[b] for b in group], truncate=truncate)
+            copies = self.batch_tokens // max(part.lengths) if self.batch_tokens else 0
+            maps = value_zeroing_batch(adapter, part, values["threshold"], values["batch_size"], copies)
+            for k, b in enumerate(group):
+                results[b] = MethodResult(self.name, adapter.name, part.tokens[k], rollout(maps[k])[targets[b].row],
+                                          None, {"dtype": str(adapter.dtype).replace("torch.", ""),
+                                                 "truncated": part.truncated[k]})
+        return results
 
 
 register(ValueZeroing)
