@@ -5,7 +5,10 @@ untimed warm-up call of each method per process first, on the dataset's shortest
 lazy imports and compilation are not the method's cost), so timing costs nothing beyond the attributions the
 other evaluations score. Memory is the peak resident set above the level before the call, sampled every 2 ms,
 plus on a CUDA GPU the peak of what torch allocated there above what it held before.
-A reused (cached) attribution keeps the cost measured when it was computed. Per example: seconds, peak MB, the number of
+A reused (cached) attribution keeps the cost measured when it was computed. Every registered method takes a run's
+texts in batches, so what is measured is a batch: a text's seconds are the batch's shared out by tokens (what it
+costs when a run attributes many), and its peak memory is the batch's (what a run needs for the method at that batch
+size, not one text alone); ``cost["batch"]`` records how many texts were timed together. Per example: seconds, peak MB, the number of
 tokens, and seconds per token (cost grows with length, so per-token cost compares methods across
 examples of different lengths), and the cost relative to one plain forward pass of the same example
 (``cost_vs_forward``, the pass timed as the median of three). The report shows cost as median
