@@ -8,8 +8,8 @@ plus on a CUDA GPU the peak of what torch allocated there above what it held bef
 A reused (cached) attribution keeps the cost measured when it was computed. Every registered method takes a run's
 texts in batches, so what is measured is a batch: a text's seconds are the batch's shared out by tokens (what it
 costs when a run attributes many), and its peak memory is the batch's (what a run needs for the method at that batch
-size, not one text alone); ``cost["batch"]`` records how many texts were timed together. Per example: seconds, peak MB, the number of
-tokens, and seconds per token (cost grows with length, so per-token cost compares methods across
+size, not one text alone); ``cost["batch"]`` records how many texts were timed together. Per example: seconds, peak
+MB, the number of tokens, and seconds per token (cost grows with length, so per-token cost compares methods across
 examples of different lengths), and the cost relative to one plain forward pass of the same example
 (``cost_vs_forward``, the pass timed as the median of three). The report shows cost as median
 [interquartile range] and does not rank it.

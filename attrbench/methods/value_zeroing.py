@@ -21,7 +21,17 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attrbench.plugin import InputError, Method, MethodResult, Param, forward_hooks, register, rollout, safe_divide
+from attrbench.plugin import (
+    InputError,
+    Method,
+    MethodResult,
+    Param,
+    each_batch,
+    forward_hooks,
+    register,
+    rollout,
+    safe_divide,
+)
 
 
 def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], corrupted: list):
@@ -110,8 +120,8 @@ class ValueZeroing(Method):
             raise InputError(f"'{self.name}' rolls out all layers; leave layers unset")
         batch, values = adapter.encode(texts, truncate=truncate), self.get_params()
         results: list = [None] * len(texts)
-        # the clean pass keeps every layer's tensors: length-sorted groups within the token budget bound its memory
-        for group in self.batches(adapter, batch.lengths, self.batch_tokens or Method.batch_tokens):
+
+        def compute(group):
             part = adapter.encode([texts[b] for b in group], truncate=truncate)
             copies = self.batch_tokens // max(part.lengths) if self.batch_tokens else 0
             maps = value_zeroing_batch(adapter, part, values["threshold"], values["batch_size"], copies)
@@ -119,6 +129,10 @@ class ValueZeroing(Method):
                 results[b] = MethodResult(self.name, adapter.name, part.tokens[k], rollout(maps[k])[targets[b].row],
                                           None, {"dtype": str(adapter.dtype).replace("torch.", ""),
                                                  "truncated": part.truncated[k]})
+
+        # the clean pass keeps every layer's tensors: length-sorted groups within the token budget bound its memory,
+        # and a group too large for the device is halved
+        each_batch(self.batches(adapter, batch.lengths, self.batch_tokens or Method.batch_tokens), compute)
         return results
 
 

@@ -66,7 +66,7 @@ from .evaluation import (
                          decompositions,
 )
 from .gradient import BASELINE_PARAM, BASELINES, GradientMethod, TargetForward, baseline_ids, captum_attr
-from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, ScopeMap
+from .method import FF_PARAMS, VALUE_BIAS_PARAM, Method, MethodResult, Rollout, ScopeMap, each_batch
 from .method import AXIOMS, axiom_check
 
 __all__ = [
@@ -75,7 +75,7 @@ __all__ = [
     "Workspace", "ExampleWork", "TargetForward", "Dataset", "Example", "Param", "Configurable", "params_key",
     "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS", "FLOOR_METHOD",
     "AXIOMS", "axiom_check",
-    "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method",
+    "BASELINE_PARAM", "BASELINES", "baseline_ids", "captum_attr", "decompositions", "check_method", "each_batch",
     # registries
     "METHODS", "EVALS", "DATASETS", "Registry", "register",
     # errors

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
+import torch
 
 from ..decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
 from ..decompose.layout import ALL_FF_SCOPES
@@ -176,10 +177,29 @@ def decomposed(method: Method, adapter, texts: Sequence[str], **fields) -> list:
     ``batch_tokens``), each a padded batch with one capture pass; results in the texts' order."""
     lengths = adapter.encode(texts, truncate=fields.get("truncate", False)).lengths
     results: list = [None] * len(texts)
-    for group in method.batches(adapter, lengths, method.batch_tokens):
+
+    def compute(group):
         for b, dec in zip(group, decompose(adapter, [texts[b] for b in group], **fields)):
             results[b] = dec
+
+    each_batch(method.batches(adapter, lengths, method.batch_tokens), compute)
     return results
+
+
+def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], None]) -> None:
+    """``compute(group)`` for each group of texts; a group too large for the device (``torch.OutOfMemoryError``)
+    is halved and retried, down to one text, which re-raises."""
+    todo = [list(g) for g in groups]
+    while todo:
+        group = todo.pop(0)
+        try:
+            compute(group)
+        except torch.OutOfMemoryError:
+            if len(group) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
 
 
 class ScopeMap(Method):

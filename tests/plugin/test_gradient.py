@@ -112,3 +112,29 @@ def test_a_method_within_a_devices_budget_is_a_sized_copy():
     assert sized.get_params() == method.get_params()
     assert len(sized.groups(ADAPTERS["tiny-bert"], [30] * 40)) == 1 and len(method.groups(
         ADAPTERS["tiny-bert"], [30] * 40)) == 2
+
+
+@pytest.mark.parametrize("name", ["alti", "value_zeroing"])
+def test_a_decomposition_or_value_zeroing_batch_too_large_for_the_device_is_halved(name, monkeypatch):
+    """Batches of the decomposition wrappers and Value Zeroing's clean passes, like the gradient methods', halve on
+    an out-of-memory error down to one text, with each text's own result."""
+    from attrbench.methods import value_zeroing
+    from attrbench.plugin import method as method_module
+
+    adapter, method, sizes = ADAPTERS["tiny-bert"], METHODS.get(name), []
+    module, attribute = (method_module, "decompose") if name == "alti" else (value_zeroing, "value_zeroing_batch")
+    real = getattr(module, attribute)
+
+    def small_device(adapter, texts, *args, **kwargs):
+        size = len(texts) if name == "alti" else len(texts.lengths)
+        sizes.append(size)
+        if size > 1:
+            raise torch.OutOfMemoryError("CUDA out of memory (simulated)")
+        return real(adapter, texts, *args, **kwargs)
+
+    monkeypatch.setattr(module, attribute, small_device)
+    halved = method(adapter, TEXTS)
+    assert sizes[0] == 3 and sizes.count(1) == 3
+    monkeypatch.undo()
+    for text, result in zip(TEXTS, halved):
+        assert np.allclose(result.values, method(adapter, [text])[0].values, atol=1e-6)
