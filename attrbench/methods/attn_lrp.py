@@ -143,19 +143,18 @@ def _bias_probe(probes: list, bias: torch.Tensor, texts: int):
 def _bias_owners(model: nn.Module):
     """(Linear-like, norm) lists of (module, bias) for every trainable bias, each bias once, or None when a bias sits
     in a module whose output it does not simply add to (its share could not be told apart per text)."""
-    linear, norms = [], []
+    kinds = {"linear": lambda m: isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D",
+             "norm": lambda m: isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm")}
+    found: dict[str, list] = {kind: [] for kind in kinds}
     for name, p in model.named_parameters():
         if not (name.endswith("bias") and p.requires_grad):
             continue
         owners = [m for m in model.modules() if getattr(m, "bias", None) is p]
-        if any(isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D" for m in owners):
-            linear.append((next(m for m in owners if isinstance(m, nn.Linear) or type(m).__name__ == "Conv1D"), p))
-        elif any(isinstance(m, nn.LayerNorm) or type(m).__name__.endswith("RMSNorm") for m in owners):
-            norms.append((next(m for m in owners if isinstance(m, nn.LayerNorm)
-                               or type(m).__name__.endswith("RMSNorm")), p))
-        else:
+        kind = next((k for k, is_kind in kinds.items() if any(map(is_kind, owners))), None)
+        if kind is None:
             return None
-    return linear, norms
+        found[kind].append((next(filter(kinds[kind], owners)), p))
+    return found["linear"], found["norm"]
 
 
 def _parent(model: nn.Module, child: nn.Module) -> nn.Module:
@@ -211,16 +210,14 @@ class AttnLRP(GradientMethod):
         kept = [t for group in groups.values() for t, _ in group] + [probe for probe, _ in probes] + parameters
         grads = iter(torch.autograd.grad(logits.sum(), kept, allow_unused=True))
         per_text = {name: torch.zeros(texts, dtype=torch.float64, device=logits.device) for name in groups}
-        word_scores = None
+        products = {name: [] for name in groups}  # input × gradient of each kept tensor, a row per text
         for name, group in groups.items():
             for tensor, columns in group:
                 grad = next(grads)
-                if grad is None:
-                    continue
-                product = (tensor[..., columns] * grad[..., columns]).detach().double()
-                if name == "words" and word_scores is None:
-                    word_scores = product.sum(-1) * attention_mask.to(product.dtype)
-                per_text[name] += product.flatten(1).sum(1)
+                if grad is not None:
+                    products[name].append((tensor[..., columns] * grad[..., columns]).detach().double())
+                    per_text[name] += products[name][-1].flatten(1).sum(1)
+        word_scores = products["words"][0].sum(-1) * attention_mask.to(torch.float64)
         bias_share = torch.zeros(texts, dtype=torch.float64, device=logits.device)
         for (_, bias), grad in zip(probes, grads):
             if grad is not None:

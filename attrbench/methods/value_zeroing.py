@@ -12,9 +12,9 @@ rollout"; the maps already include the residual stream, so no identity is added)
 All n zeroings of a text run as one batched forward pass of n copies (in chunks of ``batch_size``):
 a hook zeroes row j of copy j at every layer's value projection, and a hook on every layer hands
 the next layer the real output, so each layer is zeroed on its own real input. Several texts share
-passes: their copies are pooled (right-padded, each copy with its own text's mask and real outputs). The last layer is
-read after the model's final norm where it has one (the representation the head reads, as in HF's
-``hidden_states`` and inseq).
+passes: their copies are pooled (right-padded, each copy with its own text's mask and real outputs).
+The last layer is read after the model's final norm where it has one (the representation the head
+reads, as in HF's ``hidden_states`` and inseq).
 """
 from __future__ import annotations
 

@@ -205,6 +205,8 @@ def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], N
 class ScopeMap(Method):
     """The n x n map of one decomposition scope of the engine, per layer."""
 
+    batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
+
     def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
         self.name, self.scope, self.family = scope, scope, family
         self.description, self.complete, self.reference = description, complete, reference
@@ -216,8 +218,6 @@ class ScopeMap(Method):
         if self.scope in layout.scopes:
             return None
         return f"scope '{self.scope}' does not exist in a {layout.kind} model; see `attrbench methods`"
-
-    batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         results = decomposed(self, adapter, texts, scopes=[self.scope], layers=layers, truncate=truncate,
