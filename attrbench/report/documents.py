@@ -49,7 +49,9 @@ from .tables import (
     markdown_table,
     power_table,
     rank_table,
+    still_computing,
     suite_title,
+    computing_note,
     table_group,
 )
 
@@ -111,6 +113,22 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
         line += (f"{' plus' if measured else ';'} {', '.join(unmeasured)}, not priced: no run has computed a whole "
                  "example of it yet")
     return line
+
+
+def computing_line(held: dict[tuple, dict[str, tuple[int, int]]]) -> str:
+    """What :func:`still_computing` left out of the verdicts, per suite and alike evaluations: a few methods by
+    name, many counted."""
+    merged: dict[tuple, list[str]] = {}
+    for (model, dataset, eval_name), lagging in held.items():
+        merged.setdefault((model, dataset, tuple(sorted(lagging.items()))), []).append(eval_name)
+    parts = []
+    for (model, dataset, lagging), evals in merged.items():
+        counts, of = sorted({k for _, (k, _) in lagging}), max(n for _, (_, n) in lagging)
+        span = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}–{counts[-1]:,}"
+        what = (", ".join(f"{'the random floor' if m == FLOOR else m} " + (f"on {k:,}" if k else "not started")
+                          for m, (k, _) in lagging) if len(lagging) <= 3 else f"{len(lagging)} methods on {span}")
+        parts.append(f"{suite_title(model, dataset)} ({', '.join(evals)}), {of:,} examples: {what}")
+    return "; ".join(parts) + " (left out of the verdicts until complete)"
 
 
 def budget_line(meta: dict, records: list[dict], seconds: float, workers: int = 1) -> Optional[str]:
@@ -458,11 +476,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and ``figures/`` into ``out`` (default: the
     run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib."""
     records, meta = collect(run_dir)
+    records, held = still_computing(records, meta.get("plan"))
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
     tables = leaderboard_tables(records, config["seed"])
+    for table in tables:
+        if (table.model, table.dataset, table.evaluation.name) in held:
+            table.note += "; " + computing_note(held[(table.model, table.dataset, table.evaluation.name)])
     by_suite = faithfulness_tables(tables)
     folder = target / "figures"
     figures = make_figures(records, folder)
@@ -547,7 +569,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         origin = Path(meta["extended_from"])
         title += f", extended from {origin.parent.name}/{origin.name}"
     progress = progress_line(meta, records)
-    header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else [])
+    header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else []) + (
+        [f"- still computing: {computing_line(held)}"] if held else [])
     _write_markdown(target, title, header, found, explain, summary, appendix)
     _write_html(target, title, header, found, explain, summary, appendix)
     return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,

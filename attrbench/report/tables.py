@@ -85,6 +85,42 @@ def groups(records: list[dict]) -> dict[tuple, list[dict]]:
     return out
 
 
+def still_computing(records: list[dict], plan: Optional[list[dict]] = None
+                    ) -> tuple[list[dict], dict[tuple, dict[str, tuple[int, int]]]]:
+    """A growing run's records split into those its tables rank and, per (model, dataset, evaluation), the
+    methods (the random floor among them) with rows on fewer examples than the table's most complete method, or
+    planned (``plan``: the stored plan) and with none yet: {method: (examples, of)}.
+
+    Until they catch up they are left out of every statistic, finding and figure: a method on a few examples is
+    beaten by none and would sit in the top group, and a floor on a few examples would separate nothing. The
+    report says how far each is instead."""
+    sizes: dict[tuple, dict[str, int]] = {}
+    for r in records:
+        if "sample_size" in r:
+            sizes.setdefault((r["model"], r["dataset"], r["eval"]), {})[r["method"]] = r["sample_size"]
+    held: dict[tuple, dict[str, tuple[int, int]]] = {}
+    for key, counts in sizes.items():
+        full = max(counts.values())
+        if lagging := {m: (k, full) for m, k in counts.items() if k < full}:
+            held[key] = lagging
+    for suite in plan or []:
+        for cell in suite["scoring"]:
+            key = (suite["model"], suite["dataset"], cell["eval"])
+            if key in sizes:
+                planned = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
+                for method in planned:
+                    if method not in sizes[key]:
+                        held.setdefault(key, {})[method] = (0, max(sizes[key].values()))
+    ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]
+    return ranked, held
+
+
+def computing_note(held: dict[str, tuple[int, int]]) -> str:
+    """The table note's words for what :func:`still_computing` left out of a table."""
+    named = [f"{'the random floor' if m == FLOOR else m} ({k:,} of {n:,} examples)" for m, (k, n) in held.items()]
+    return f"still computing, left out of this table's statistics until complete: {', '.join(named)}"
+
+
 def suites(records: list[dict]) -> dict[tuple, list[dict]]:
     out: dict[tuple, list[dict]] = {}
     for r in records:

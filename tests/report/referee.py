@@ -12,6 +12,17 @@ from statsmodels.stats.multitest import multipletests
 FLOOR = "random_floor"
 
 
+def complete(records: list[dict]) -> list[dict]:
+    """The records of methods with rows on as many examples as the most complete method of their table (model,
+    dataset, evaluation): a method (or floor) still being computed is not judged."""
+    rows: dict[tuple, dict[str, int]] = {}
+    for r in records:
+        if "example_ids" in r:
+            rows.setdefault((r["model"], r["dataset"], r["eval"]), {})[r["method"]] = len(r["example_ids"])
+    return [r for r in records if "example_ids" not in r
+            or len(r["example_ids"]) == max(rows[(r["model"], r["dataset"], r["eval"])].values())]
+
+
 def table_values(records: list[dict], model: str, dataset: str, metric: str, leave_out=()) -> dict[str, dict]:
     """Per method, {example id: value} of one metric of one suite (undefined values left out)."""
     out = {}

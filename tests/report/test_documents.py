@@ -282,3 +282,27 @@ def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findi
                          "group by erasure AOPC comprehensiveness: best.")
     without = short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records[:3])
     assert "sanity" not in without.columns and not [s for s in findings(by_suite, records[:3], {}) if "sanity" in s]
+
+
+def test_methods_still_computing_are_held_back_with_how_far_they_are():
+    """A table ranks the methods with rows on as many examples as its most complete one; a method with fewer, or
+    planned with none yet (and the planned floor), is held back with (examples, of)."""
+    from attrbench.report.documents import computing_line
+    from attrbench.report.tables import still_computing
+
+    def record(method, n, metric="m"):
+        return {"model": "x", "dataset": "d", "eval": "naopc", "metric": metric, "method": method, "sample_size": n}
+
+    records = [record("a", 10), record("a", 10, "m2"), record("b", 10), record("c", 4), record("c", 4, "m2"),
+               {"model": "x", "dataset": "d", "eval": "mixing_ratio", "metric": "r", "method": "-"}]
+    plan = [{"model": "x", "dataset": "d", "scoring": [
+        {"eval": "naopc", "floor": {"key": "floor(draws=100)"}, "methods": [{"name": n} for n in "abcd"]},
+        {"eval": "timing", "floor": None, "methods": [{"name": "a"}]}]}]  # no rows yet: no table to hold back from
+    ranked, held = still_computing(records, plan)
+    assert [r["method"] for r in ranked] == ["a", "a", "b", "-"]
+    assert held == {("x", "d", "naopc"): {"c": (4, 10), "d": (0, 10), "random_floor": (0, 10)}}
+    assert computing_line(held) == ("x · d (naopc), 10 examples: c on 4, d not started, the random floor not started "
+                                    "(left out of the verdicts until complete)")
+    held[("x", "d", "naopc")]["e"] = (7, 10)
+    assert computing_line(held).startswith("x · d (naopc), 10 examples: 4 methods on 0–7 (left out")
+    assert still_computing(records[:3])[1] == {}

@@ -3,6 +3,7 @@ group, what the top method beats, each method against the random floor, every pa
 the aliases; on a fresh run and on the published reports."""
 import json
 import re
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ def findings_of(leaderboard: str) -> list[str]:
 
 def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comprehensiveness") -> int:
     """Recompute every suite's headline verdicts from the rows and compare; returns how many suites were checked."""
-    records, _ = collect(run_dir)
+    records = referee.complete(collect(run_dir)[0])
     statistics = json.loads((run_dir / "statistics.json").read_text())
     findings = findings_of((run_dir / "leaderboard.md").read_text())
     checked = 0
@@ -74,6 +75,29 @@ def test_a_referee_agrees_with_a_fresh_runs_findings(tmp_path):
     path.write_text(REPORT_CONFIG)
     run_leaderboard(read_config(path), tmp_path / "run", progress=False)
     write_report(tmp_path / "run")
+    assert check(tmp_path / "run") >= 1
+    # a growing folder: a method and the random floor with rows on 4 of the 10 examples (e.g. added to the config
+    # later) are not judged until complete; the report says how far they are, and the referee still agrees
+    store = sqlite3.connect(tmp_path / "run" / "store.sqlite")
+    examples = sorted({e for (e,) in store.execute("SELECT example FROM results WHERE method LIKE 'grad_l2%'")})
+    assert len(examples) == 10
+    for method in ("grad_l2%", "floor(%"):
+        store.execute(f"DELETE FROM results WHERE method LIKE ? AND example IN ({','.join('?' * 6)})",
+                      (method, *examples[4:]))
+    store.commit()
+    store.close()
+    write_report(tmp_path / "run")
+    statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
+    naopc = statistics["tiny-gpt2 · sva-generated · naopc"]
+    assert "grad_l2" not in naopc["order"] and "floor" not in naopc and naopc["k"] == 2
+    leaderboard = (tmp_path / "run" / "leaderboard.md").read_text()
+    assert ("- still computing: tiny-gpt2 · sva-generated (faithfulness_corr, erasure_aopc, naopc), 10 examples: "
+            "grad_l2 on 4, the random floor on 4; tiny-gpt2 · sva-generated (timing), 10 examples: grad_l2 on 4 (left "
+            "out of the verdicts until complete)") in leaderboard
+    assert "left out of this table's statistics until complete: grad_l2 (4 of 10 examples), the random floor (4 of " \
+           "10 examples)" in leaderboard
+    assert "against the random floor" not in "\n".join(findings_of(leaderboard))
+    assert "grad_l2" not in "\n".join(findings_of(leaderboard))
     assert check(tmp_path / "run") >= 1
 
 
