@@ -213,6 +213,34 @@ def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]
             "methods": len(methods), "n": n}
 
 
+def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, Sequence[Optional[float]]],
+                          resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
+    """Kendall's tau between the method orders of two independent samples of examples (two splits of a dataset):
+    each method's mean in each sample, with a percentile bootstrap interval that resamples each sample's examples
+    on its own. ``a[method]``, ``b[method]``: values (None: undefined); None when fewer than 3 methods share both."""
+    methods = [m for m in a if m in b]
+    if len(methods) < 3:
+        return None
+    x = np.array([a[m] for m in methods], dtype=np.float64)  # (methods, n_a): None -> nan
+    y = np.array([b[m] for m in methods], dtype=np.float64)
+    x, y = x[:, ~np.isnan(x).all(0)], y[:, ~np.isnan(y).all(0)]  # an example undefined for every method is none
+
+    def tau(rows_a, rows_b) -> float:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return float(kendalltau(np.nanmean(x[:, rows_a], 1), np.nanmean(y[:, rows_b], 1)).statistic)
+
+    na, nb = x.shape[1], y.shape[1]
+    point = tau(np.arange(na), np.arange(nb))
+    rng = np.random.default_rng(seed)
+    draws = np.array([tau(rng.integers(0, na, na), rng.integers(0, nb, nb)) for _ in range(resamples)])
+    draws = draws[np.isfinite(draws)]
+    if not np.isfinite(point) or not len(draws):
+        return {"tau": None, "ci": None, "methods": len(methods), "n": [na, nb]}
+    return {"tau": point, "ci": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
+            "methods": len(methods), "n": [na, nb]}
+
+
 def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], alpha: float = ALPHA,
                power: float = 0.8) -> list[dict]:
     """For each pair of adjacent methods, the examples a paired t-test needs to tell them apart with ``power``

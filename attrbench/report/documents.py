@@ -25,7 +25,7 @@ from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import FLOOR, best_frequency, format_p
 from ..registry import EVALS
-from ..runtime.pipeline import collect, costs_kind
+from ..runtime.pipeline import collect, costs_kind, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures, verdicts
@@ -49,6 +49,7 @@ from .tables import (
     markdown_table,
     power_table,
     rank_table,
+    split_table,
     still_computing,
     suite_title,
     computing_note,
@@ -80,7 +81,7 @@ def _suite_progress(meta: dict, records: list[dict]) -> list[tuple[dict, int, in
         evals = {cell["eval"] for cell in suite["scoring"]}
         if evals:
             scored = max((r["sample_size"] for r in records if (r["model"], r["dataset"]) == (
-                suite["model"], suite["dataset"]) and r["eval"] in evals and "sample_size" in r), default=0)
+                suite["model"], suite_dataset(suite)) and r["eval"] in evals and "sample_size" in r), default=0)
             cost = costs.get(suite["name"]) or {}
             out.append((suite, scored, max(cell["n"] for cell in suite["scoring"]),
                         cost["cpu_seconds"] / cost["examples"] if cost.get("examples") else None))
@@ -94,7 +95,7 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
     suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
     if all(scored >= planned for _, scored, planned, _ in suites):
         return None
-    line = ", ".join(f"{scored:,} of {planned:,} examples ({suite_title(suite['model'], suite['dataset'])})"
+    line = ", ".join(f"{scored:,} of {planned:,} examples ({suite_title(suite['model'], suite_dataset(suite))})"
                      for suite, scored, planned, _ in suites)
     measured, unmeasured, left = [], [], 0.0
     for suite, scored, planned, per_example in suites:
@@ -104,7 +105,7 @@ def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
             measured.append((per_example, costs[suite["name"]]["examples"]))
             left += (planned - scored) * per_example
         else:
-            unmeasured.append(suite_title(suite["model"], suite["dataset"]))
+            unmeasured.append(suite_title(suite["model"], suite_dataset(suite)))
     if measured:
         line += (f"; at the cost per example measured so far ({' / '.join(f'{s:,.0f}' for s, _ in measured)} {unit} "
                  f"s, over {' / '.join(str(k) for _, k in measured)} examples) the rest would take about "
@@ -140,7 +141,7 @@ def budget_line(meta: dict, records: list[dict], seconds: float, workers: int = 
     added = []
     for suite, scored, planned, per_example in left:
         more = min(planned - scored, int(seconds * workers / len(left) / per_example))
-        added.append(f"{suite_title(suite['model'], suite['dataset'])} n = {scored:,} → {scored + more:,}")
+        added.append(f"{suite_title(suite['model'], suite_dataset(suite))} n = {scored:,} → {scored + more:,}")
     return "; ".join(added) or None
 
 
@@ -383,6 +384,42 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
     return out
 
 
+def split_comparisons(tables: list[Table], plan: Optional[list[dict]], resamples: int, seed: int = 0) -> list[tuple]:
+    """Suites of one model on two splits of a dataset (the config's first such suite, and each later one, e.g. held-out
+    items): every ranked evaluation both have, compared (:func:`split_table`). Per comparison (title, table, note,
+    statistics, finding)."""
+    first: dict[tuple, str] = {}
+    pairs = []
+    for suite in plan or []:
+        label = suite_dataset(suite)
+        base = first.setdefault((suite["model"], suite["dataset"]), label)
+        if base != label:
+            pairs.append((suite["model"], base, label))
+    ranked = {(t.model, t.dataset, t.evaluation.name): t for t in tables if t.statistics is not None}
+    out = []
+    for model, base, label in pairs:
+        for (m, d, eval_name), table in ranked.items():
+            if (m, d) != (model, label) or (model, base, eval_name) not in ranked:
+                continue
+            compared = split_table(ranked[(model, base, eval_name)], table, resamples, seed)
+            if compared is None:
+                continue
+            frame, note, entry = compared
+            here, there = suite_title(model, label), suite_title(model, base)
+            metric = metric_name(table.evaluation, entry["metric"])
+            names = [", ".join(top) or "none" for top in entry["top"]]
+            tops = (f"top group {names[0]} on both" if entry["top"][0] == entry["top"][1] else
+                    f"top group {names[0]} on {base}, {names[1]} on {label}")
+            flipped = (f"{len(entry['reversed'])} pairs separated one way on one and the other way on the other "
+                       f"({', '.join(' vs '.join(p) for p in entry['reversed'])})" if entry["reversed"] else
+                       "no pair separated on one is separated the other way on the other")
+            line = (f"{here} against {there} by {metric}: Kendall tau of the {entry['methods']} methods' means "
+                    f"{entry['tau']:.2f} [{entry['ci'][0]:.2f}, {entry['ci'][1]:.2f}] (n = {entry['n'][1]:,} on "
+                    f"{label}, {entry['n'][0]:,} on {base}); {flipped}; {tops}.")
+            out.append((f"{here} against {base} · {eval_name}", frame, note, entry, line))
+    return out
+
+
 def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[str]:
     """Which methods a sanity check flags as insensitive to the model, and whether the headline's top group holds
     one."""
@@ -505,6 +542,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     validity = {key: validity_table(by_suite[key], truth, resamples, config["seed"])
                 for key, truth in truths.items() if key in by_suite}
     statistics = {t.title: t.statistics for t in tables if t.statistics}
+    splits = split_comparisons(tables, meta.get("plan"), resamples, config["seed"])
+    statistics.update({title: entry for title, _, _, entry, _ in splits})
     for key, entry in validity.items():
         if entry is not None:
             statistics[f"{suite_title(*key)} · metric validity"] = [
@@ -549,6 +588,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         power = power_table(suite_tables)
         if power is not None:
             appendix.append((f"{suite_title(model, dataset)} · sample sizes for 80 % power", *power, [], []))
+    appendix += [(title, frame, note, [], []) for title, frame, note, _, _ in splits]
     shown = {path.name for sections in (summary, appendix) for section in sections for _, path in section[3]}
     for stale in folder.glob("*.png"):  # left by an earlier rendering of this folder
         if stale.name not in shown:
@@ -562,7 +602,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = findings(by_suite, records, lowest, panels, truths, validity)
+    found = findings(by_suite, records, lowest, panels, truths, validity) + [line for *_, line in splits]
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)
     if meta.get("extended_from") and is_run_folder(run_dir):

@@ -20,7 +20,15 @@ from typing import Optional
 
 import pandas as pd
 
-from ..ops.stats import LEVEL, agreement_interval, median_iqr, minimum_n, rank_methods, required_n
+from ..ops.stats import (
+    LEVEL,
+    agreement_interval,
+    independent_agreement,
+    median_iqr,
+    minimum_n,
+    rank_methods,
+    required_n,
+)
 from ..ops.verdicts import (
     ALPHA,
     BAYES_DRAWS,
@@ -35,6 +43,7 @@ from ..ops.verdicts import (
     pairwise,
 )
 from ..registry import EVALS
+from ..runtime.pipeline import suite_dataset
 
 CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t)"
 RANK_NOTE = (f"group: from pairwise tests (Wilcoxon signed-rank on each pair's common examples, the sign test where "
@@ -105,7 +114,7 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
             held[key] = lagging
     for suite in plan or []:
         for cell in suite["scoring"]:
-            key = (suite["model"], suite["dataset"], cell["eval"])
+            key = (suite["model"], suite_dataset(suite), cell["eval"])
             if key in sizes:
                 planned = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
                 for method in planned:
@@ -587,6 +596,40 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
             f"oriented so that higher is better; the random floor and aliases left out), with a percentile bootstrap "
             f"interval over the examples ({resamples} resamples); an interval that holds 0 shows no agreement")
     return frame, note
+
+
+def split_table(first: Table, other: Table, resamples: int, seed: int = 0, top: int = 5
+                ) -> Optional[tuple[pd.DataFrame, str, dict]]:
+    """One evaluation on two splits of a dataset (e.g. the published items and held-out ones): the method orders
+    compared (Kendall's tau of the means, each split's examples resampled on its own), the pairs separated one way
+    on one split and the other way on the other (Holm-corrected pairwise verdicts of each table), and the top
+    ``top`` methods of ``first`` by mean with their means and groups on both. None without a shared verdict."""
+    a, b = first.statistics, other.statistics
+    if not a or not b or a["metric"] != b["metric"] or "order" not in a or "order" not in b:
+        return None
+    metric, sign = a["metric"], 1.0 if a["higher_is_better"] else -1.0
+    values = [aligned(t.group, metric, (t.statistics.get("reference"), FLOOR, *aliased(t.statistics)))
+              for t in (first, other)]
+    oriented = [{m: [None if v is None else sign * v for v in vals] for m, vals in side.items()} for side in values]
+    result = independent_agreement(*oriented, resamples, seed)
+    if result is None or result["tau"] is None:
+        return None
+    winners = {frozenset(p["pair"]): p["better"] for p in b.get("pairs", {}).values() if p["separated"]}
+    reversed_ = [p["pair"] for p in a.get("pairs", {}).values() if p["separated"] and
+                 winners.get(frozenset(p["pair"])) not in (None, p["better"])]
+    means = [{r["method"]: r for r in t.group if r["metric"] == metric} for t in (first, other)]
+    shown = [m for m in a["order"] if m in means[1]][:top]
+    rows = [{"method": m, first.dataset: fmt(means[0][m]), f"group ({first.dataset})": table_group(a, m),
+             other.dataset: fmt(means[1][m]), f"group ({other.dataset})": table_group(b, m)} for m in shown]
+    name = metric_name(first.evaluation, metric)
+    note = (f"{name} on two splits of {short(first.dataset.split(':')[0])}: the top {len(shown)} methods of "
+            f"{first.dataset} by mean, with their means and pairwise groups on both; Kendall's tau of all "
+            f"{result['methods']} methods' means {result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}] "
+            f"(n = {result['n'][0]} and {result['n'][1]}; percentile bootstrap, each split's examples resampled on "
+            f"their own, {resamples} resamples); pairs separated one way on one split and the other way on the "
+            f"other: {', '.join(' vs '.join(p) for p in reversed_) or 'none'}")
+    return pd.DataFrame(rows), note, {"metric": metric, "tau": result["tau"], "ci": result["ci"], "n": result["n"],
+                                      "methods": result["methods"], "reversed": reversed_, "top": [a["top"], b["top"]]}
 
 
 def metric_name(evaluation, metric: str) -> str:

@@ -209,10 +209,12 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         if not entry["evals"]:
             raise ConfigError(f"config key '{where}.evals' is empty; name at least one (see `attrbench evals`)")
         for name in entry["evals"]:
-            other = seen.setdefault((entry["model"], dataset, name), k)
+            other = seen.setdefault((entry["model"], dataset, entry.get("split"), name), k)
             if other != k:
-                raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']} is "
-                                  f"already in suite[{other}]; each (model, dataset, evaluation) may appear once")
+                split = f" (split {entry['split']})" if entry.get("split") else ""
+                raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']}{split} "
+                                  f"is already in suite[{other}]; each (model, dataset, split, evaluation) may appear "
+                                  "once")
         n = entry.get("n")
         if n is not None and n < 1:
             raise ConfigError(f"config key '{where}.n' must be at least 1")

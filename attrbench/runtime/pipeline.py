@@ -260,7 +260,14 @@ def records_of(suite: dict, store: Store) -> list[dict]:
     for analysis in suite["analyses"]:
         if analysis["key"] in analysis_rows:
             records += analysis_rows[analysis["key"]]["records"]
-    return records
+    label = suite_dataset(suite)
+    return records if label == suite["dataset"] else [{**r, "dataset": label} for r in records]
+
+
+def suite_dataset(suite: dict) -> str:
+    """How a stored suite's dataset is named in its records and report: the dataset, with its split where a config
+    named one (a model may be scored on two splits of a dataset, e.g. published and held-out items)."""
+    return f"{suite['dataset']}:{suite['split']}" if suite.get("split") else suite["dataset"]
 
 
 def floor_records(suite: dict, cell: dict, evaluation, store: Store, covered: list[int], scored: dict,

@@ -306,3 +306,59 @@ def test_methods_still_computing_are_held_back_with_how_far_they_are():
     held[("x", "d", "naopc")]["e"] = (7, 10)
     assert computing_line(held).startswith("x · d (naopc), 10 examples: 4 methods on 0–7 (left out")
     assert still_computing(records[:3])[1] == {}
+
+
+def test_two_splits_of_a_dataset_are_two_suites_and_their_orders_are_compared(task_models, tmp_path):
+    """A model on the published and on held-out items of one dataset (the probe's test and val splits): two
+    suites, reported apart, and each ranked evaluation they share compared: Kendall's tau of the method means
+    (scipy, recomputed here), the pairs separated in opposite directions, both top groups."""
+    import numpy as np
+    from scipy.stats import kendalltau
+
+    probe = task_models["root"] / "sva"
+    suite = (f'[[suite]]\nmodel = "{probe}"\ndataset = "sva-linzen"\nn = 12\n'
+             'methods = ["grad_l2", "grad_x_input", "attn_rollout", "alti", "random"]\nevals = ["ground_truth"]\n')
+    config = tmp_path / "splits.toml"
+    config.write_text('name = "splits"\nseed = 0\n' + suite + suite.replace('n = 12', 'split = "val"\nn = 12'))
+    run_leaderboard(read_config(config), tmp_path / "run", progress=False)
+    write_report(tmp_path / "run")
+    statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
+    assert {"sva · sva-linzen · ground_truth", "sva · sva-linzen:val · ground_truth"} <= set(statistics)
+    compared = statistics["sva · sva-linzen:val against sva-linzen · ground_truth"]
+    from attrbench.runtime.pipeline import collect
+
+    records, _ = collect(tmp_path / "run")
+    means = {split: {r["method"]: np.nanmean(np.array(r["values"], dtype=float)) for r in records
+                     if r["dataset"] == split and r["metric"] == "mrr" and r["method"] != "random_floor"}
+             for split in ("sva-linzen", "sva-linzen:val")}
+    assert {i.split(":")[0] for r in records if r["dataset"] == "sva-linzen:val" for i in r["example_ids"]} == \
+        {"sva-linzen"} and not ({i for r in records if r["dataset"] == "sva-linzen" for i in r["example_ids"]}
+                                & {i for r in records if r["dataset"] == "sva-linzen:val" for i in r["example_ids"]})
+    methods = [m for m in means["sva-linzen"] if m in means["sva-linzen:val"]]
+    tau = kendalltau([means["sva-linzen"][m] for m in methods], [means["sva-linzen:val"][m] for m in methods])
+    assert compared["tau"] == pytest.approx(tau.statistic) and compared["methods"] == len(methods) == 5
+    assert compared["ci"][0] <= compared["tau"] <= compared["ci"][1]
+    opposite = {frozenset(p["pair"]): p["better"] for p in statistics["sva · sva-linzen:val · ground_truth"]["pairs"]
+                .values() if p["separated"]}
+    assert compared["reversed"] == [p["pair"] for p in statistics["sva · sva-linzen · ground_truth"]["pairs"].values()
+                                    if p["separated"] and opposite.get(frozenset(p["pair"])) not in (None, p["better"])]
+    leaderboard = (tmp_path / "run" / "leaderboard.md").read_text()
+    rows = {split: [r["values"] for r in records if r["dataset"] == split and r["metric"] == "mrr"
+                    and r["method"] in methods] for split in ("sva-linzen", "sva-linzen:val")}
+    defined = [sum(any(v is not None for v in column) for column in zip(*values)) for values in rows.values()]
+    assert compared["n"] == defined and 0 < min(defined) < 12  # examples with evidence
+    assert f"sva · sva-linzen:val against sva · sva-linzen by ground-truth MRR: Kendall tau of the 5 methods' means " \
+           f"{compared['tau']:.2f}" in leaderboard
+    assert "## sva · sva-linzen:val against sva-linzen · ground_truth" in leaderboard
+
+
+def test_a_config_may_score_two_splits_of_a_dataset_but_not_one_twice(tmp_path):
+    from attrbench.errors import InputError
+
+    suite = '[[suite]]\nmodel = "m"\ndataset = "sva-linzen"\nevals = ["timing"]\n'
+    path = tmp_path / "c.toml"
+    path.write_text('name = "c"\n' + suite + suite.replace("evals", 'split = "val"\nevals'))
+    assert [s.get("split") for s in read_config(path)["suite"]] == [None, "val"]
+    path.write_text('name = "c"\n' + suite.replace("evals", 'split = "val"\nevals') * 2)
+    with pytest.raises(InputError, match=r"timing on m / sva-linzen \(split val\) is already in suite\[0\]"):
+        read_config(path)
