@@ -33,7 +33,7 @@ from .plugin.method import Method, MethodResult
 from .registry import METHODS
 from .report.documents import progress_line, write_report
 from .report.plot import save_figure, scores_figure
-from .report.tables import leaderboard_tables
+from .report.tables import report_tables
 from .runtime import pipeline
 from .runtime.config import read_config, validate_config
 from .runtime.store import is_run_folder
@@ -341,8 +341,9 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
 # -- leaderboard runs ---------------------------------------------------------------------------------------
 @dataclass
 class RunResults:
-    """A run folder's results, read from its store: ``results`` (long DataFrame), ``leaderboard`` (the report's
-    tables as DataFrames, by title), ``statistics`` (ranks, groups, tests per table), ``meta`` and ``report()``."""
+    """A run folder's results, read from its store: ``results`` (long DataFrame, every stored row), ``leaderboard``
+    (the report's tables as DataFrames, by title: a method still being computed is left out until complete),
+    ``statistics`` (ranks, groups, tests per table), ``meta`` and ``report()``."""
 
     run_dir: Path
     records: list[dict]
@@ -355,7 +356,7 @@ class RunResults:
 
     def _leaderboard_tables(self) -> list:
         if self._tables is None:
-            self._tables = leaderboard_tables(self.records, self.meta["config"]["seed"])
+            self._tables = report_tables(self.records, self.meta.get("plan"), self.meta["config"]["seed"])[0]
         return self._tables
 
     @property

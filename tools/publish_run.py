@@ -2,15 +2,16 @@
 
     python tools/publish_run.py attrbench-runs/default reports/default
 
-Copies the documents (``leaderboard.md``, ``report.html``, ``statistics.json``, ``figures/``) and the
-store, and the part of the shared-work cache that extending the published run needs
-(``attrbench run --extend``): every cached model output (NAOPC's bounds, the references' curves) and the
+Copies the store, and the part of the shared-work cache that extending the published run needs (``attrbench run
+--extend``): every cached model output (NAOPC's bounds, the references' curves) and the
 input attributions of scoring methods (the references of ``faithfulness_corr``). The token-to-token maps
 are left out: only the analyses and timing read them, their rows are already in the store, extending adds
 no analysis, and they are most of the file. With ``--without-work`` the shared-work cache is left out
 altogether (a run to extend then recomputes the shared work it needs: NAOPC's bounds, the references).
 With ``--compact`` the rows go to ``results.parquet`` (zstd, page checksums; about a tenth of the SQLite
 file) instead of ``store.sqlite``; ``load_run``, ``attrbench report`` and ``--extend`` read either.
+The documents (``leaderboard.md``, ``report.html``, ``statistics.json``, ``figures/``) are rendered again where
+they are published: a grown folder's own would say what it was extended from.
 """
 import shutil
 import sqlite3
@@ -19,6 +20,7 @@ from contextlib import closing
 from pathlib import Path
 
 from attrbench.registry import METHODS
+from attrbench.report import write_report
 from attrbench.runtime.store import COMPACT, Store, export_compact
 
 FLAGS = ("--without-work", "--compact")
@@ -65,6 +67,7 @@ if compact:
         store.close()
     (target / "store.sqlite").unlink()
     print(f"{rows} rows in {COMPACT}")
+write_report(target)  # rendered where it is published: a published folder is its own authority (no "extended from")
 if final.exists():
     shutil.rmtree(final)  # only now: a publish that fails leaves the published run as it was
 target.replace(final)

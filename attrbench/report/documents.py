@@ -45,14 +45,12 @@ from .tables import (
     floor_cell,
     fmt,
     headline_table,
-    leaderboard_tables,
     markdown_table,
     power_table,
     rank_table,
+    report_tables,
     split_table,
-    still_computing,
     suite_title,
-    computing_note,
     table_group,
 )
 
@@ -513,15 +511,11 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and ``figures/`` into ``out`` (default: the
     run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib."""
     records, meta = collect(run_dir)
-    records, held = still_computing(records, meta.get("plan"))
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
-    tables = leaderboard_tables(records, config["seed"])
-    for table in tables:
-        if (table.model, table.dataset, table.evaluation.name) in held:
-            table.note += "; " + computing_note(held[(table.model, table.dataset, table.evaluation.name)])
+    tables, records, held = report_tables(records, meta.get("plan"), config["seed"])
     by_suite = faithfulness_tables(tables)
     folder = target / "figures"
     figures = make_figures(records, folder)

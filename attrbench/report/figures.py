@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import transforms as mtransforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
-from matplotlib.ticker import NullFormatter
+from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from ..decompose import Decomposition
 from ..errors import InputError
@@ -54,6 +54,9 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
             ax.legend(fontsize=7, loc="lower right")
         ax.set_title(metric, fontsize=9)
         ax.tick_params(labelsize=8)
+        # residuals of 1e-4 would print as 0.000025 side by side: a few ticks, a power of ten beside the axis
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
+        ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 

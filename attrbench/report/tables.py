@@ -98,19 +98,22 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
                     ) -> tuple[list[dict], dict[tuple, dict[str, tuple[int, int]]]]:
     """A growing run's records split into those its tables rank and, per (model, dataset, evaluation), the
     methods (the random floor among them) with rows on fewer examples than the table's most complete method, or
-    planned (``plan``: the stored plan) and with none yet: {method: (examples, of)}.
+    planned (``plan``: the stored plan) and with none yet: {method: (examples, of the table's planned n)}.
 
     Until they catch up they are left out of every statistic, finding and figure: a method on a few examples is
     beaten by none and would sit in the top group, and a floor on a few examples would separate nothing. The
     report says how far each is instead."""
     sizes: dict[tuple, dict[str, int]] = {}
+    planned: dict[tuple, int] = {}  # the examples a table is to have (its cell's n), where the records say
     for r in records:
         if "sample_size" in r:
-            sizes.setdefault((r["model"], r["dataset"], r["eval"]), {})[r["method"]] = r["sample_size"]
+            key = (r["model"], r["dataset"], r["eval"])
+            sizes.setdefault(key, {})[r["method"]] = r["sample_size"]
+            planned[key] = max(planned.get(key, 0), r.get("planned_n") or 0)
     held: dict[tuple, dict[str, tuple[int, int]]] = {}
     for key, counts in sizes.items():
         full = max(counts.values())
-        if lagging := {m: (k, full) for m, k in counts.items() if k < full}:
+        if lagging := {m: (k, max(full, planned[key])) for m, k in counts.items() if k < full}:
             held[key] = lagging
     for suite in plan or []:
         for cell in suite["scoring"]:
@@ -119,7 +122,7 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
                 planned = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
                 for method in planned:
                     if method not in sizes[key]:
-                        held.setdefault(key, {})[method] = (0, max(sizes[key].values()))
+                        held.setdefault(key, {})[method] = (0, max(*sizes[key].values(), cell.get("n") or 0))
     ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]
     return ranked, held
 
@@ -489,6 +492,18 @@ def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
             frame, note = method_table(evaluation, group, {} if evaluation.cost_columns else costs, statistics)
             tables.append(Table(model, dataset, evaluation, group, frame, note, statistics))
     return tables
+
+
+def report_tables(records: list[dict], plan: Optional[list[dict]], seed: int = 0
+                  ) -> tuple[list[Table], list[dict], dict[tuple, dict[str, tuple[int, int]]]]:
+    """The tables a run's report shows (and ``load_run`` gives): those of the complete cells (:func:`still_computing`),
+    each table's note saying what is still computing. Also the records they rank and what was held back."""
+    ranked, held = still_computing(records, plan)
+    tables = leaderboard_tables(ranked, seed)
+    for table in tables:
+        if (key := (table.model, table.dataset, table.evaluation.name)) in held:
+            table.note += "; " + computing_note(held[key])
+    return tables, ranked, held
 
 
 def markdown_table(frame: pd.DataFrame) -> str:

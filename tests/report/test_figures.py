@@ -61,3 +61,22 @@ def test_the_cost_figures_labels_never_overlap_and_stay_inside(tmp_path, monkeyp
     assert not any(a.overlaps(b) for i, a in enumerate(boxes) for b in boxes[i + 1:])
     frame = ax.get_window_extent(renderer)
     assert all(frame.x0 <= b.x0 and b.x1 <= frame.x1 and frame.y0 <= b.y0 and b.y1 <= frame.y1 for b in boxes)
+
+
+@pytest.mark.parametrize("scale", [1e-4, 1.0, 3e4])
+def test_a_metrics_bars_have_tick_labels_that_do_not_overlap(scale, tmp_path, monkeypatch):
+    """Means of any size (an axiom residual of 1e-5, a score, a count): the x tick labels stay apart."""
+    group = [{"method": "integrated_gradients", "metric": "passes", "mean": 1.0, "ci": [1.0, 1.0]},  # as published
+             {"method": "integrated_gradients", "metric": "residual", "mean": 1.25 * scale, "ci": [0.7 * scale,
+                                                                                             1.9 * scale]}]
+    drawn = []
+    save = figures.save_figure
+    monkeypatch.setattr(figures, "save_figure", lambda fig, path, title: drawn.append(fig) or save(fig, path, title))
+    figures.bars(group, tmp_path, "axioms", "a · b · axioms")
+    canvas = FigureCanvasAgg(drawn[0])
+    canvas.draw()
+    for ax in drawn[0].axes:
+        ticks = [t.get_window_extent(canvas.get_renderer()) for t in ax.get_xticklabels()
+                 if t.get_visible() and t.get_text()]
+        assert len(ticks) >= 2
+        assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:])
