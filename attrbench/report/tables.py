@@ -119,8 +119,8 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
         for cell in suite["scoring"]:
             key = (suite["model"], suite_dataset(suite), cell["eval"])
             if key in sizes:
-                planned = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
-                for method in planned:
+                expected = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
+                for method in expected:
                     if method not in sizes[key]:
                         held.setdefault(key, {})[method] = (0, max(*sizes[key].values(), cell.get("n") or 0))
     ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]
