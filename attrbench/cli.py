@@ -327,6 +327,8 @@ def cmd_run(args) -> None:
         more = budget_line(run.meta, run.records, 1800, workers)
         if more:
             print(f"the same command with --budget 30m would continue, at the cost per example measured: {more}")
+    if paths.get("computing"):
+        print(f"still computing: {paths['computing']}")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
 
 

@@ -217,7 +217,11 @@ def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, 
                           resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method orders of two independent samples of examples (two splits of a dataset):
     each method's mean in each sample, with a percentile bootstrap interval that resamples each sample's examples
-    on its own. ``a[method]``, ``b[method]``: values (None: undefined); None when fewer than 3 methods share both."""
+    on its own. Sampling noise alone keeps tau below 1 even where both samples come from one population, so
+    ``exchangeable`` gives what it leaves: tau between the pooled examples dealt at random into samples of the two
+    sizes (2.5 / 50 / 97.5 percentiles) and the permutation p of a tau as low as the observed one (small: the two
+    orders differ more than noise explains). ``a[method]``, ``b[method]``: values (None: undefined); None when
+    fewer than 3 methods share both."""
     methods = [m for m in a if m in b]
     if len(methods) < 3:
         return None
@@ -225,20 +229,28 @@ def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, 
     y = np.array([b[m] for m in methods], dtype=np.float64)
     x, y = x[:, ~np.isnan(x).all(0)], y[:, ~np.isnan(y).all(0)]  # an example undefined for every method is none
 
-    def tau(rows_a, rows_b) -> float:
+    def tau(p, rows_p, q, rows_q) -> float:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return float(kendalltau(np.nanmean(x[:, rows_a], 1), np.nanmean(y[:, rows_b], 1)).statistic)
+            return float(kendalltau(np.nanmean(p[:, rows_p], 1), np.nanmean(q[:, rows_q], 1)).statistic)
 
     na, nb = x.shape[1], y.shape[1]
-    point = tau(np.arange(na), np.arange(nb))
+    point = tau(x, np.arange(na), y, np.arange(nb))
     rng = np.random.default_rng(seed)
-    draws = np.array([tau(rng.integers(0, na, na), rng.integers(0, nb, nb)) for _ in range(resamples)])
+    draws = np.array([tau(x, rng.integers(0, na, na), y, rng.integers(0, nb, nb)) for _ in range(resamples)])
     draws = draws[np.isfinite(draws)]
+    # what sampling noise alone gives: the examples of both pooled and dealt again into samples of the same sizes
+    pooled = np.concatenate([x, y], axis=1)
+    split = [rng.permutation(na + nb) for _ in range(resamples)]
+    null = np.array([tau(pooled, order[:na], pooled, order[na:]) for order in split])
+    null = null[np.isfinite(null)]
     if not np.isfinite(point) or not len(draws):
         return {"tau": None, "ci": None, "methods": len(methods), "n": [na, nb]}
     return {"tau": point, "ci": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
-            "methods": len(methods), "n": [na, nb]}
+            "methods": len(methods), "n": [na, nb],
+            "exchangeable": None if not len(null) else {
+                "range": [float(np.percentile(null, q)) for q in (2.5, 50, 97.5)],
+                "p": float((1 + np.sum(null <= point)) / (1 + len(null)))}}
 
 
 def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], alpha: float = ALPHA,

@@ -49,8 +49,10 @@ from .tables import (
     power_table,
     rank_table,
     report_tables,
+    short,
     split_table,
     suite_title,
+    table_title,
     table_group,
 )
 
@@ -122,12 +124,39 @@ def computing_line(held: dict[tuple, dict[str, tuple[int, int]]]) -> str:
         merged.setdefault((model, dataset, tuple(sorted(lagging.items()))), []).append(eval_name)
     parts = []
     for (model, dataset, lagging), evals in merged.items():
-        counts, of = sorted({k for _, (k, _) in lagging}), max(n for _, (_, n) in lagging)
-        span = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}–{counts[-1]:,}"
-        what = (", ".join(f"{'the random floor' if m == FLOOR else m} " + (f"on {k:,}" if k else "not started")
-                          for m, (k, _) in lagging) if len(lagging) <= 3 else f"{len(lagging)} methods on {span}")
+        of = max(n for _, (_, n) in lagging)
+        if len(lagging) <= 3:
+            what = ", ".join(f"{'the random floor' if m == FLOOR else m} " + (f"on {k:,}" if k else "not started")
+                             for m, (k, _) in lagging)
+        else:
+            methods = [(m, k) for m, (k, _) in lagging if m != FLOOR]
+            started = sorted({k for _, k in methods if k})
+            waiting = sum(not k for _, k in methods)
+            span = "" if not started else f"{started[0]:,}" if len(started) == 1 else f"{started[0]:,}–{started[-1]:,}"
+            what = ", ".join(([f"{waiting} not started"] if waiting else []) + (
+                [f"{len(methods) - waiting} on {span}"] if started else []))
+            floor = dict(lagging).get(FLOOR)
+            what = f"{len(methods)} methods ({what})" + (
+                "" if floor is None else ", the random floor " + (f"on {floor[0]:,}" if floor[0] else "not started"))
         parts.append(f"{suite_title(model, dataset)} ({', '.join(evals)}), {of:,} examples: {what}")
     return "; ".join(parts) + " (left out of the verdicts until complete)"
+
+
+def waiting_findings(held: dict[tuple, dict[str, tuple[int, int]]], tables: list[Table]) -> list[str]:
+    """Per suite, the ranked tables whose verdicts are among fewer methods than planned: the methods not computed
+    there yet, so that no top group reads as one over every planned method."""
+    ranked = {(t.model, t.dataset, t.evaluation.name): t for t in tables if t.statistics is not None}
+    merged: dict[tuple, list[str]] = {}
+    for key, lagging in held.items():
+        waiting = tuple(sorted(m for m, (k, _) in lagging.items() if not k and m != FLOOR))
+        if waiting and key in ranked:
+            merged.setdefault((key[0], key[1], waiting), []).append(key[2])
+    out = []
+    for (model, dataset, waiting), evals in merged.items():
+        names = ", ".join(waiting) if len(waiting) <= 3 else f"{len(waiting)} planned methods"
+        out.append(f"{suite_title(model, dataset)}: {names} not computed yet by {', '.join(evals)}; there the "
+                   "verdicts are among the methods that are.")
+    return out
 
 
 def budget_line(meta: dict, records: list[dict], seconds: float, workers: int = 1) -> Optional[str]:
@@ -391,7 +420,7 @@ def split_comparisons(tables: list[Table], plan: Optional[list[dict]], resamples
     for suite in plan or []:
         label = suite_dataset(suite)
         base = first.setdefault((suite["model"], suite["dataset"]), label)
-        if base != label:
+        if base != label and (suite["model"], base, label) not in pairs:
             pairs.append((suite["model"], base, label))
     ranked = {(t.model, t.dataset, t.evaluation.name): t for t in tables if t.statistics is not None}
     out = []
@@ -404,17 +433,22 @@ def split_comparisons(tables: list[Table], plan: Optional[list[dict]], resamples
                 continue
             frame, note, entry = compared
             here, there = suite_title(model, label), suite_title(model, base)
+            label_, base_ = short(label), short(base)
             metric = metric_name(table.evaluation, entry["metric"])
             names = [", ".join(top) or "none" for top in entry["top"]]
-            tops = (f"top group {names[0]} on both" if entry["top"][0] == entry["top"][1] else
-                    f"top group {names[0]} on {base}, {names[1]} on {label}")
+            tops = (f"top group {names[0]} on both" if set(entry["top"][0]) == set(entry["top"][1]) else
+                    f"top group {names[0]} on {base_}, {names[1]} on {label_}")
             flipped = (f"{len(entry['reversed'])} pairs separated one way on one and the other way on the other "
                        f"({', '.join(' vs '.join(p) for p in entry['reversed'])})" if entry["reversed"] else
                        "no pair separated on one is separated the other way on the other")
+            noise = entry.get("exchangeable")
+            chance = "" if noise is None else (
+                f", against {noise['range'][1]:.2f} [{noise['range'][0]:.2f}, {noise['range'][2]:.2f}] between random "
+                f"halves of the pooled examples (permutation p = {format_p(noise['p'])})")
             line = (f"{here} against {there} by {metric}: Kendall tau of the {entry['methods']} methods' means "
                     f"{entry['tau']:.2f} [{entry['ci'][0]:.2f}, {entry['ci'][1]:.2f}] (n = {entry['n'][1]:,} on "
-                    f"{label}, {entry['n'][0]:,} on {base}); {flipped}; {tops}.")
-            out.append((f"{here} against {base} · {eval_name}", frame, note, entry, line))
+                    f"{label_}, {entry['n'][0]:,} on {base_}){chance}; {flipped}; {tops}.")
+            out.append((f"{here} against {base_} · {eval_name}", frame, note, entry, line))
     return out
 
 
@@ -538,6 +572,9 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     statistics = {t.title: t.statistics for t in tables if t.statistics}
     splits = split_comparisons(tables, meta.get("plan"), resamples, config["seed"])
     statistics.update({title: entry for title, _, _, entry, _ in splits})
+    if held:  # what the tables leave out, so that a referee reading this file knows it too
+        statistics["still computing"] = {table_title(*key): {m: {"examples": k, "of": n} for m, (k, n) in
+                                                             lagging.items()} for key, lagging in held.items()}
     for key, entry in validity.items():
         if entry is not None:
             statistics[f"{suite_title(*key)} · metric validity"] = [
@@ -596,7 +633,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = findings(by_suite, records, lowest, panels, truths, validity) + [line for *_, line in splits]
+    found = (waiting_findings(held, tables) + findings(by_suite, records, lowest, panels, truths, validity)
+             + [line for *_, line in splits])
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)
     if meta.get("extended_from") and is_run_folder(run_dir):
@@ -608,6 +646,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     _write_markdown(target, title, header, found, explain, summary, appendix)
     _write_html(target, title, header, found, explain, summary, appendix)
     return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,
+            "computing": computing_line(held) if held else None,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
             "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections),
             "findings": found}

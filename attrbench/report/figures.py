@@ -26,6 +26,9 @@ from .tables import Table, alias_label, aliased, groups, short, suite_title, tab
 HALF_PAGE_INCHES, HALF_PAGE_TITLE_CHARS = 5.1, 62
 
 
+SAFE = str.maketrans({"/": "_", ":": "_"})  # a figure's file name from a path, or a dataset named with its split
+
+
 def _label(record: dict) -> str:
     return record.get("label") or record["method"]
 
@@ -177,7 +180,7 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     title = (f"{table.title}: mean-rank view of {stats['metric']} (n = {stats['n']}, "
              f"{'Nemenyi CD %.2f' % view['cd'] if view.get('cd') else view['verdict']}; depends on the pool, "
              "not the verdicts)")
-    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-cd".replace("/", "_")
+    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-cd".translate(SAFE)
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
@@ -223,7 +226,7 @@ def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
     title = (f"{table.title}: {stats['metric']} (n = {stats['pair_n'][1] if stats.get('pair_n') else 0}; "
              f"pairwise Wilcoxon–Holm, {what}; ▲●▼ vs the random floor)")
     stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-verdicts"
-    return [(title, save_figure(fig, folder / f"{stem.replace('/', '_')}.png",
+    return [(title, save_figure(fig, folder / f"{stem.translate(SAFE)}.png",
                                 textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
@@ -285,7 +288,7 @@ def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> l
     top = set(stats.get("top") or [])
     named = [i for i in front] + [i for i, r in enumerate(rows) if r["method"] in top and i not in front]
     place_labels(fig, ax, [(x[i], rows[i]["mean"], rows[i]["method"]) for i in named])
-    stem = f"{short(table.model)}-{short(table.dataset)}-pareto".replace("/", "_")
+    stem = f"{short(table.model)}-{short(table.dataset)}-pareto".translate(SAFE)
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
@@ -297,7 +300,7 @@ def make_figures(records: list[dict], folder: Path) -> dict[str, list[tuple[str,
     folder.mkdir(parents=True, exist_ok=True)
     figures: dict[str, list[tuple[str, Path]]] = {}
     for (model, dataset, eval_name), group in groups(records).items():
-        stem = f"{short(model)}-{short(dataset)}-{eval_name}".replace("/", "_")
+        stem = f"{short(model)}-{short(dataset)}-{eval_name}".translate(SAFE)
         title = table_title(model, dataset, eval_name)
         for kind in EVALS.get(eval_name).figures:
             if kind not in FIGURES:

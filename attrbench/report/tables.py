@@ -96,13 +96,15 @@ def groups(records: list[dict]) -> dict[tuple, list[dict]]:
 
 def still_computing(records: list[dict], plan: Optional[list[dict]] = None
                     ) -> tuple[list[dict], dict[tuple, dict[str, tuple[int, int]]]]:
-    """A growing run's records split into those its tables rank and, per (model, dataset, evaluation), the
-    methods (the random floor among them) with rows on fewer examples than the table's most complete method, or
-    planned (``plan``: the stored plan) and with none yet: {method: (examples, of the table's planned n)}.
+    """A growing run's records split into those its tables rank and, per (model, dataset, evaluation), what is
+    left out: {method: (examples with rows, of the table's planned n)}.
 
-    Until they catch up they are left out of every statistic, finding and figure: a method on a few examples is
-    beaten by none and would sit in the top group, and a floor on a few examples would separate nothing. The
-    report says how far each is instead."""
+    Left out: a method with rows on fewer examples than the table's most complete method (the random floor is
+    compared with the methods, never counted as one of them), the floor of a table with no method, and listed with
+    0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet (the verdicts are
+    then among the methods computed, and the findings say so). Until they catch up they are in no statistic,
+    finding or figure: a method on a few examples is beaten by none and would sit in the top group, and a floor
+    on a few examples would separate nothing. The report says how far each is instead."""
     sizes: dict[tuple, dict[str, int]] = {}
     planned: dict[tuple, int] = {}  # the examples a table is to have (its cell's n), where the records say
     for r in records:
@@ -110,19 +112,37 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
             key = (r["model"], r["dataset"], r["eval"])
             sizes.setdefault(key, {})[r["method"]] = r["sample_size"]
             planned[key] = max(planned.get(key, 0), r.get("planned_n") or 0)
-    held: dict[tuple, dict[str, tuple[int, int]]] = {}
-    for key, counts in sizes.items():
-        full = max(counts.values())
-        if lagging := {m: (k, max(full, planned[key])) for m, k in counts.items() if k < full}:
-            held[key] = lagging
+    expected: dict[tuple, list[str]] = {}
+    floors = set()  # the tables whose plan has a random floor
     for suite in plan or []:
         for cell in suite["scoring"]:
             key = (suite["model"], suite_dataset(suite), cell["eval"])
-            if key in sizes:
-                expected = [m["name"] for m in cell["methods"]] + ([FLOOR] if cell.get("floor") else [])
-                for method in expected:
-                    if method not in sizes[key]:
-                        held.setdefault(key, {})[method] = (0, max(*sizes[key].values(), cell.get("n") or 0))
+            expected[key] = [m["name"] for m in cell["methods"]]
+            planned[key] = max(planned.get(key, 0), cell.get("n") or 0)
+            if cell.get("floor"):
+                floors.add(key)
+    # a method behind in a table whose other methods reached the planned n is behind in its whole suite: its
+    # rows elsewhere (a metric added later, so that all have few) are a partial method's, judged nowhere yet
+    behind: dict[tuple, set] = {}
+    for key, counts in sizes.items():
+        full = max((k for m, k in counts.items() if m != FLOOR), default=0)
+        if full and full >= planned.get(key, 0):
+            behind.setdefault(key[:2], set()).update(m for m, k in counts.items() if k < full and m != FLOOR)
+    held: dict[tuple, dict[str, tuple[int, int]]] = {}
+    for key, counts in sizes.items():
+        late = behind.get(key[:2], set())
+        methods = {m: k for m, k in counts.items() if m != FLOOR and m not in late}
+        full = max(methods.values(), default=0)
+        of = max(*counts.values(), planned.get(key, 0))
+        if not methods:  # a floor with no method to judge
+            held[key] = {m: (k, of) for m, k in counts.items()}
+            continue
+        lagging = {m: (k, of) for m, k in counts.items() if k < full or m in late}
+        lagging.update({m: (0, of) for m in expected.get(key, []) if m not in counts})
+        if key in floors and FLOOR not in counts:
+            lagging[FLOOR] = (0, of)
+        if lagging:
+            held[key] = lagging
     ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]
     return ranked, held
 
@@ -634,17 +654,24 @@ def split_table(first: Table, other: Table, resamples: int, seed: int = 0, top: 
                  winners.get(frozenset(p["pair"])) not in (None, p["better"])]
     means = [{r["method"]: r for r in t.group if r["metric"] == metric} for t in (first, other)]
     shown = [m for m in a["order"] if m in means[1]][:top]
-    rows = [{"method": m, first.dataset: fmt(means[0][m]), f"group ({first.dataset})": table_group(a, m),
-             other.dataset: fmt(means[1][m]), f"group ({other.dataset})": table_group(b, m)} for m in shown]
+    here, there = short(first.dataset), short(other.dataset)
+    rows = [{"method": m, here: fmt(means[0][m]), f"group ({here})": table_group(a, m),
+             there: fmt(means[1][m]), f"group ({there})": table_group(b, m)} for m in shown]
     name = metric_name(first.evaluation, metric)
+    noise = result.get("exchangeable")
     note = (f"{name} on two splits of {short(first.dataset.split(':')[0])}: the top {len(shown)} methods of "
-            f"{first.dataset} by mean, with their means and pairwise groups on both; Kendall's tau of all "
+            f"{short(first.dataset)} by mean, with their means and pairwise groups on both; Kendall's tau of all "
             f"{result['methods']} methods' means {result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}] "
             f"(n = {result['n'][0]} and {result['n'][1]}; percentile bootstrap, each split's examples resampled on "
-            f"their own, {resamples} resamples); pairs separated one way on one split and the other way on the "
-            f"other: {', '.join(' vs '.join(p) for p in reversed_) or 'none'}")
+            f"their own, {resamples} resamples)" + ("" if noise is None else (
+                f"; the pooled examples dealt at random into two such samples give tau {noise['range'][1]:.2f} "
+                f"[{noise['range'][0]:.2f}, {noise['range'][2]:.2f}] (sampling noise alone), permutation p = "
+                f"{format_p(noise['p'])} for a tau as low as the splits'")) +
+            f"; pairs separated one way on one split and the other way on the other: "
+            f"{', '.join(' vs '.join(p) for p in reversed_) or 'none'}")
     return pd.DataFrame(rows), note, {"metric": metric, "tau": result["tau"], "ci": result["ci"], "n": result["n"],
-                                      "methods": result["methods"], "reversed": reversed_, "top": [a["top"], b["top"]]}
+                                      "methods": result["methods"], "exchangeable": noise, "reversed": reversed_,
+                                      "top": [a["top"], b["top"]]}
 
 
 def metric_name(evaluation, metric: str) -> str:

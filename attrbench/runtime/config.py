@@ -209,9 +209,12 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         if not entry["evals"]:
             raise ConfigError(f"config key '{where}.evals' is empty; name at least one (see `attrbench evals`)")
         for name in entry["evals"]:
-            other = seen.setdefault((entry["model"], dataset, entry.get("split"), name), k)
+            split = entry.get("split")  # the dataset's default split named or not: the same examples
+            if dataset in DATASETS.names() and split == getattr(DATASETS.get(dataset), "default_split", None):
+                split = None
+            other = seen.setdefault((entry["model"], dataset, split, name), k)
             if other != k:
-                split = f" (split {entry['split']})" if entry.get("split") else ""
+                split = f" (split {split})" if split else ""
                 raise ConfigError(f"config key '{where}.evals': {name} on {entry['model']} / {entry['dataset']}{split} "
                                   f"is already in suite[{other}]; each (model, dataset, split, evaluation) may appear "
                                   "once")

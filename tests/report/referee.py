@@ -13,14 +13,32 @@ FLOOR = "random_floor"
 
 
 def complete(records: list[dict]) -> list[dict]:
-    """The records of methods with rows on as many examples as the most complete method of their table (model,
-    dataset, evaluation): a method (or floor) still being computed is not judged."""
+    """The records a report may judge: of each table (model, dataset, evaluation) the methods (and floor) with rows
+    on as many examples as its most complete method (the floor is not a method; no floor where no method has
+    rows), leaving out everywhere in a suite a method that is behind in a table whose others reached its planned
+    n."""
     rows: dict[tuple, dict[str, int]] = {}
+    planned: dict[tuple, int] = {}
     for r in records:
         if "example_ids" in r:
-            rows.setdefault((r["model"], r["dataset"], r["eval"]), {})[r["method"]] = len(r["example_ids"])
-    return [r for r in records if "example_ids" not in r
-            or len(r["example_ids"]) == max(rows[(r["model"], r["dataset"], r["eval"])].values())]
+            key = (r["model"], r["dataset"], r["eval"])
+            rows.setdefault(key, {})[r["method"]] = len(r["example_ids"])
+            planned[key] = max(planned.get(key, 0), r.get("planned_n") or 0)
+    late: dict[tuple, set] = {}
+    for key, counts in rows.items():
+        best = max((n for m, n in counts.items() if m != FLOOR), default=0)
+        if best and best >= planned[key]:
+            late.setdefault(key[:2], set()).update(m for m, n in counts.items() if m != FLOOR and n < best)
+    out = []
+    for r in records:
+        key = (r["model"], r["dataset"], r["eval"])
+        if "example_ids" in r:
+            skip = late.get(key[:2], set())
+            best = max((n for m, n in rows[key].items() if m != FLOOR and m not in skip), default=0)
+            if r["method"] in skip or not best or len(r["example_ids"]) < best:
+                continue
+        out.append(r)
+    return out
 
 
 def table_values(records: list[dict], model: str, dataset: str, metric: str, leave_out=()) -> dict[str, dict]:

@@ -285,26 +285,52 @@ def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findi
 
 
 def test_methods_still_computing_are_held_back_with_how_far_they_are():
-    """A table ranks the methods with rows on as many examples as its most complete one; a method with fewer, or
-    planned with none yet (and the planned floor), is held back with (examples, of)."""
-    from attrbench.report.documents import computing_line
+    """A table ranks the methods with rows on as many examples as its most complete method (the floor is not one);
+    a method with fewer, and planned methods and floor with none yet, are held back with (examples, of the planned
+    n), and a finding says which planned methods the verdicts are without."""
+    from types import SimpleNamespace
+
+    from attrbench.report.documents import computing_line, waiting_findings
     from attrbench.report.tables import still_computing
 
     def record(method, n, metric="m"):
         return {"model": "x", "dataset": "d", "eval": "naopc", "metric": metric, "method": method, "sample_size": n}
 
-    records = [record("a", 10), record("a", 10, "m2"), record("b", 10), record("c", 4), record("c", 4, "m2"),
-               {"model": "x", "dataset": "d", "eval": "mixing_ratio", "metric": "r", "method": "-"}]
-    plan = [{"model": "x", "dataset": "d", "scoring": [
-        {"eval": "naopc", "floor": {"key": "floor(draws=100)"}, "methods": [{"name": n} for n in "abcd"]},
-        {"eval": "timing", "floor": None, "methods": [{"name": "a"}]}]}]  # no rows yet: no table to hold back from
-    ranked, held = still_computing(records, plan)
+    def plan(methods, floor=True):
+        return [{"model": "x", "dataset": "d", "split": None, "scoring": [
+            {"eval": "naopc", "n": 12, "floor": {"key": "floor(draws=100)"} if floor else None,
+             "methods": [{"name": n} for n in methods]},
+            {"eval": "timing", "n": 12, "floor": None, "methods": [{"name": "a"}]}]}]  # no rows: nothing to judge
+
+    analysis = {"model": "x", "dataset": "d", "eval": "mixing_ratio", "metric": "r", "method": "-"}
+    records = [record("a", 10), record("a", 10, "m2"), record("b", 10), record("c", 4), record("c", 4, "m2"), analysis]
+    ranked, held = still_computing(records, plan("abc"))
     assert [r["method"] for r in ranked] == ["a", "a", "b", "-"]
-    assert held == {("x", "d", "naopc"): {"c": (4, 10), "d": (0, 10), "random_floor": (0, 10)}}
-    assert computing_line(held) == ("x · d (naopc), 10 examples: c on 4, d not started, the random floor not started "
-                                    "(left out of the verdicts until complete)")
-    held[("x", "d", "naopc")]["e"] = (7, 10)
-    assert computing_line(held).startswith("x · d (naopc), 10 examples: 4 methods on 0–7 (left out")
+    assert held == {("x", "d", "naopc"): {"c": (4, 12), "random_floor": (0, 12)}}
+    assert computing_line(held) == ("x · d (naopc), 12 examples: c on 4, the random floor not started (left out of "
+                                    "the verdicts until complete)")
+    ranked, held = still_computing(records, plan("abcdef"))  # d, e, f not started: listed, and said in a finding
+    assert [r["method"] for r in ranked] == ["a", "a", "b", "-"]
+    assert held == {("x", "d", "naopc"): {"c": (4, 12), "d": (0, 12), "e": (0, 12), "f": (0, 12),
+                                          "random_floor": (0, 12)}}
+    assert computing_line(held).startswith("x · d (naopc), 12 examples: 4 methods (3 not started, 1 on 4), the "
+                                           "random floor not started (left out")
+    table = SimpleNamespace(model="x", dataset="d", evaluation=SimpleNamespace(name="naopc"), statistics={})
+    assert waiting_findings(held, [table]) == ["x · d: d, e, f not computed yet by naopc; there the verdicts are "
+                                               "among the methods that are."]
+    # c behind in a table whose others reached the planned n: behind everywhere in its suite, even where it leads
+    full = [{**r, "planned_n": 12} for r in (record("a", 12), record("b", 12), record("c", 5))]
+    truth = [{**record(m, n), "eval": "ground_truth", "planned_n": 12} for m, n in (("c", 5), ("random_floor", 5))]
+    ranked, held = still_computing(full + truth)
+    assert [r["method"] for r in ranked] == ["a", "b"]
+    assert held == {("x", "d", "naopc"): {"c": (5, 12)}, ("x", "d", "ground_truth"): {"c": (5, 12),
+                                                                                       "random_floor": (5, 12)}}
+    partial = [{**r, "planned_n": 12} for r in (record("a", 8), record("b", 8), record("c", 5))]  # a budget's
+    assert [r["method"] for r in still_computing(partial + truth)[0]] == ["a", "b", "c", "random_floor"]
+    ahead = [record("a", 4), record("b", 4), record("random_floor", 10)]  # methods re-keyed, the floor not
+    assert still_computing(ahead, plan("ab")) == (ahead, {})
+    alone = [record("random_floor", 5)]
+    assert still_computing(alone)[1] == {("x", "d", "naopc"): {"random_floor": (5, 5)}}
     assert still_computing(records[:3])[1] == {}
 
 
@@ -337,7 +363,7 @@ def test_two_splits_of_a_dataset_are_two_suites_and_their_orders_are_compared(ta
     methods = [m for m in means["sva-linzen"] if m in means["sva-linzen:val"]]
     tau = kendalltau([means["sva-linzen"][m] for m in methods], [means["sva-linzen:val"][m] for m in methods])
     assert compared["tau"] == pytest.approx(tau.statistic) and compared["methods"] == len(methods) == 5
-    assert compared["ci"][0] <= compared["tau"] <= compared["ci"][1]
+    assert compared["ci"][0] <= compared["ci"][1] and 0 < compared["exchangeable"]["p"] <= 1
     opposite = {frozenset(p["pair"]): p["better"] for p in statistics["sva · sva-linzen:val · ground_truth"]["pairs"]
                 .values() if p["separated"]}
     assert compared["reversed"] == [p["pair"] for p in statistics["sva · sva-linzen · ground_truth"]["pairs"].values()
@@ -361,4 +387,7 @@ def test_a_config_may_score_two_splits_of_a_dataset_but_not_one_twice(tmp_path):
     assert [s.get("split") for s in read_config(path)["suite"]] == [None, "val"]
     path.write_text('name = "c"\n' + suite.replace("evals", 'split = "val"\nevals') * 2)
     with pytest.raises(InputError, match=r"timing on m / sva-linzen \(split val\) is already in suite\[0\]"):
+        read_config(path)
+    path.write_text('name = "c"\n' + suite + suite.replace("evals", 'split = "test"\nevals'))  # its default split
+    with pytest.raises(InputError, match=r"timing on m / sva-linzen is already in suite\[0\]"):
         read_config(path)

@@ -90,6 +90,8 @@ def test_a_referee_agrees_with_a_fresh_runs_findings(tmp_path):
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
     naopc = statistics["tiny-gpt2 · sva-generated · naopc"]
     assert "grad_l2" not in naopc["order"] and "floor" not in naopc and naopc["k"] == 2
+    assert statistics["still computing"]["tiny-gpt2 · sva-generated · naopc"] == {
+        "grad_l2": {"examples": 4, "of": 10}, "random_floor": {"examples": 4, "of": 10}}
     leaderboard = (tmp_path / "run" / "leaderboard.md").read_text()
     assert ("- still computing: tiny-gpt2 · sva-generated (faithfulness_corr, erasure_aopc, naopc), 10 examples: "
             "grad_l2 on 4, the random floor on 4; tiny-gpt2 · sva-generated (timing), 10 examples: grad_l2 on 4 (left "
