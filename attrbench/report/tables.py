@@ -134,11 +134,8 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
         methods = {m: k for m, k in counts.items() if m != FLOOR and m not in late}
         full = max(methods.values(), default=0)
         of = max(*counts.values(), planned.get(key, 0))
-        if not methods:  # a floor with no method to judge
-            held[key] = {m: (k, of) for m, k in counts.items()}
-            continue
-        lagging = {m: (k, of) for m, k in counts.items() if k < full or m in late}
-        lagging.update({m: (0, of) for m in expected.get(key, []) if m not in counts})
+        lagging = {m: (k, of) for m, k in counts.items() if k < full or m in late or not methods}  # no method:
+        lagging.update({m: (0, of) for m in expected.get(key, []) if m not in counts})  # nothing to judge
         if key in floors and FLOOR not in counts:
             lagging[FLOOR] = (0, of)
         if lagging:

@@ -321,10 +321,11 @@ def test_methods_still_computing_are_held_back_with_how_far_they_are():
     # c behind in a table whose others reached the planned n: behind everywhere in its suite, even where it leads
     full = [{**r, "planned_n": 12} for r in (record("a", 12), record("b", 12), record("c", 5))]
     truth = [{**record(m, n), "eval": "ground_truth", "planned_n": 12} for m, n in (("c", 5), ("random_floor", 5))]
-    ranked, held = still_computing(full + truth)
+    ranked, held = still_computing(full + truth, [{"model": "x", "dataset": "d", "scoring": [
+        {"eval": "ground_truth", "n": 12, "floor": None, "methods": [{"name": n} for n in "abc"]}]}])
     assert [r["method"] for r in ranked] == ["a", "b"]
-    assert held == {("x", "d", "naopc"): {"c": (5, 12)}, ("x", "d", "ground_truth"): {"c": (5, 12),
-                                                                                       "random_floor": (5, 12)}}
+    assert held == {("x", "d", "naopc"): {"c": (5, 12)}, ("x", "d", "ground_truth"): {
+        "c": (5, 12), "random_floor": (5, 12), "a": (0, 12), "b": (0, 12)}}
     partial = [{**r, "planned_n": 12} for r in (record("a", 8), record("b", 8), record("c", 5))]  # a budget's
     assert [r["method"] for r in still_computing(partial + truth)[0]] == ["a", "b", "c", "random_floor"]
     ahead = [record("a", 4), record("b", 4), record("random_floor", 10)]  # methods re-keyed, the floor not
