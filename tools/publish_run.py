@@ -41,9 +41,6 @@ final, target = target, target.with_name(target.name + ".partial")  # built besi
 if target.exists():
     shutil.rmtree(target)
 target.mkdir(parents=True)
-for name in ("leaderboard.md", "report.html", "statistics.json"):
-    shutil.copyfile(source / name, target / name)
-shutil.copytree(source / "figures", target / "figures")
 for name in ("store.sqlite", "work.sqlite")[:1 + with_work]:
     with closing(sqlite3.connect(source / name)) as src, closing(sqlite3.connect(target / name)) as dst:
         src.backup(dst)  # a consistent copy, rows still in a WAL file included

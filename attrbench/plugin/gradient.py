@@ -17,7 +17,7 @@ from ..errors import InputError
 from ..ops.targets import no_head_reason
 from ..ops.tokens import special_mask
 from ..params import Param
-from .method import Method, MethodResult
+from .method import Method, MethodResult, each_batch
 
 BASELINES = ("pad", "mask", "unk", "eos")
 BASELINE_PARAM = Param("pad", "token the baseline puts in place of every non-special token", choices=BASELINES)
@@ -117,25 +117,21 @@ class GradientMethod(Method):
         batch = adapter.encode(texts, truncate=truncate)
         layer = adapter.model.get_input_embeddings()
         results: list[Optional[MethodResult]] = [None] * len(texts)
-        groups = self.groups(adapter, batch.lengths)
-        while groups:
-            group = groups.pop(0)
+
+        def compute(group):
             n = max(batch.lengths[b] for b in group)
             ids, mask = batch.input_ids[group, :n], batch.attention_mask[group, :n]
             forward = TargetForward(adapter, [targets[b] for b in group], mask)
-            try:
-                with torch.enable_grad():
-                    scores, meta = self.attribute(forward, layer, ids, mask, adapter)
-            except torch.OutOfMemoryError:  # a GPU too small for the batch: halve it (a single text re-raises)
-                if len(group) == 1:
-                    raise
-                torch.cuda.empty_cache()
-                self.batch_tokens = max(n, self.batch_tokens // 2)
-                groups[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
-                continue
+            with torch.enable_grad():
+                scores, meta = self.attribute(forward, layer, ids, mask, adapter)
             scores, metas = (scores, meta) if self.pads else ([scores], [meta])
             for k, b in enumerate(group):
                 results[b] = self.result(adapter, batch, b, scores[k], metas[k])
+
+        def shrink(group):  # a GPU too small for the batch: the batches to come are smaller too
+            self.batch_tokens = max(max(batch.lengths[b] for b in group), self.batch_tokens // 2)
+
+        each_batch(self.groups(adapter, batch.lengths), compute, shrink)
         return results
 
     def result(self, adapter, batch, b: int, scores, meta: dict) -> MethodResult:

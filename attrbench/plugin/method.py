@@ -186,9 +186,11 @@ def decomposed(method: Method, adapter, texts: Sequence[str], **fields) -> list:
     return results
 
 
-def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], None]) -> None:
+def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], None],
+               halved: Optional[Callable[[list[int]], None]] = None) -> None:
     """``compute(group)`` for each group of texts; a group too large for the device (``torch.OutOfMemoryError``)
-    is halved and retried, down to one text, which re-raises."""
+    is halved and retried, down to one text, which re-raises. ``halved(group)`` is told of each group halved (a
+    method may shrink its budget for the batches to come)."""
     todo = [list(g) for g in groups]
     while todo:
         group = todo.pop(0)
@@ -199,6 +201,8 @@ def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], N
                 raise
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
+            if halved is not None:
+                halved(group)
             todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
 
 

@@ -641,12 +641,13 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         origin = Path(meta["extended_from"])
         title += f", extended from {origin.parent.name}/{origin.name}"
     progress = progress_line(meta, records)
+    computing = computing_line(held) if held else None
     header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else []) + (
-        [f"- still computing: {computing_line(held)}"] if held else [])
+        [f"- still computing: {computing}"] if computing else [])
     _write_markdown(target, title, header, found, explain, summary, appendix)
     _write_html(target, title, header, found, explain, summary, appendix)
     return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,
-            "computing": computing_line(held) if held else None,
+            "computing": computing,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
             "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections),
             "findings": found}
