@@ -33,7 +33,7 @@ from .plugin.method import Method, MethodResult
 from .registry import METHODS
 from .report.documents import progress_line, write_report
 from .report.plot import save_figure, scores_figure
-from .report.tables import report_tables
+from .report.tables import report_tables, table_title
 from .runtime import pipeline
 from .runtime.config import read_config, validate_config
 from .runtime.store import is_run_folder
@@ -342,13 +342,14 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
 @dataclass
 class RunResults:
     """A run folder's results, read from its store: ``results`` (long DataFrame, every stored row), ``leaderboard``
-    (the report's tables as DataFrames, by title: a method still being computed is left out until complete),
-    ``statistics`` (ranks, groups, tests per table), ``meta`` and ``report()``."""
+    (the report's tables as DataFrames, by title: a method still being computed is left out until complete, and
+    ``still_computing`` says which), ``statistics`` (ranks, groups, tests per table), ``meta`` and ``report()``."""
 
     run_dir: Path
     records: list[dict]
     meta: dict
     _tables: Optional[list] = field(default=None, repr=False)
+    _held: Optional[dict] = field(default=None, repr=False)
 
     @property
     def results(self) -> pd.DataFrame:
@@ -356,7 +357,8 @@ class RunResults:
 
     def _leaderboard_tables(self) -> list:
         if self._tables is None:
-            self._tables = report_tables(self.records, self.meta.get("plan"), self.meta["config"]["seed"])[0]
+            self._tables, _, self._held = report_tables(self.records, self.meta.get("plan"),
+                                                        self.meta["config"]["seed"])
         return self._tables
 
     @property
@@ -366,6 +368,15 @@ class RunResults:
     @property
     def statistics(self) -> dict[str, dict]:
         return {t.title: t.statistics for t in self._leaderboard_tables() if t.statistics}
+
+    @property
+    def still_computing(self) -> dict[str, dict[str, dict[str, int]]]:
+        """What a growing run's tables leave out until it is complete, by table title: {method: {"examples": with
+        rows, "of": planned}} (``random_floor``: the random floor), as the report's ``statistics.json`` has it; empty
+        when every table is complete."""
+        self._leaderboard_tables()
+        return {table_title(*key): {m: {"examples": k, "of": n} for m, (k, n) in lagging.items()}
+                for key, lagging in self._held.items()}
 
     @property
     def progress(self) -> Optional[str]:

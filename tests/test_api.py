@@ -229,6 +229,20 @@ def test_a_published_run_loads_and_its_means_are_the_leaderboards(name):
                 assert f"| {cell} |" in markdown, (title, column, cell)
 
 
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_a_published_run_says_what_it_is_still_computing_as_its_report_does(name):
+    """``still_computing`` is what the committed statistics.json lists (reports/full grows; reports/default is
+    complete), and no table of ``leaderboard`` has a row of a method it lists for that table."""
+    run = attrbench.load_run(REPORTS / name)
+    statistics = json.loads((REPORTS / name / "statistics.json").read_text())
+    assert run.still_computing == statistics.get("still computing", {})
+    assert bool(run.still_computing) == (name == "full")
+    for title, lagging in run.still_computing.items():
+        if title in run.leaderboard:
+            shown = {m.split(" (=")[0] for m in run.leaderboard[title]["method"]}
+            assert not shown & set(lagging), (title, shown & set(lagging))
+
+
 def test_a_run_shows_itself_in_one_line_and_a_published_folder_is_reported_elsewhere(tmp_path, monkeypatch):
     run = attrbench.load_run(REPORTS / "default")
     shown = repr(run)
