@@ -110,13 +110,14 @@ def cmd_models(args) -> None:
     if args.json:
         print(json.dumps({"models": rows, "architectures": supported_architectures()}, indent=1))
         return
+    width = max(len(row["name"]) for row in rows)  # names as long as they come, the columns still aligned
     for row in rows:
-        print(f"{row['name']:<16} {row['kind']:<12} {row['description']}")
+        print(f"{row['name']:<{width}} {row['kind']:<12} {row['description']}")
         training = row.get("training")
         if row["kind"].startswith("task"):
             accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
-            print(f"{'':<29}adapters trained {training['built']}, accuracy {accuracy:.3f}; merged into the base "
-                  "weights on first use (seconds)")
+            print(f"{'':<{width + 13}}adapters trained {training['built']}, accuracy {accuracy:.3f}; merged into the "
+                  "base weights on first use (seconds)")
     print("\nAlso: any local folder or hub id (org/name) of a supported architecture:")
     for name, description in supported_architectures().items():
         print(f"  {name:<11} {description}")

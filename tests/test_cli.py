@@ -25,6 +25,11 @@ def test_models_and_methods_json(capsys):
     assert main(["models", "--json"]) == 0
     models = json.loads(capsys.readouterr().out)
     assert {"minilm-l6", "smollm2-135m", "tiny-llama"} <= {m["name"] for m in models["models"]}
+    assert main(["models"]) == 0  # a table whose columns stay aligned past a long name (the shortcut model's)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line[:1].strip()][:len(models["models"])]
+    for line, model in zip(lines, models["models"]):
+        kind = line.index(model["kind"], len(model["name"]))
+        assert line.startswith(model["name"] + " ") and kind == lines[0].index(models["models"][0]["kind"]), line
     assert main(["methods", "--json"]) == 0
     methods = json.loads(capsys.readouterr().out)
     assert {"attn_w", "attn_n", "attn_res_n", "atb_ff_res_ln", "atb_ln_ff_res"} <= {m["name"] for m in methods}
