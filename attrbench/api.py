@@ -382,7 +382,8 @@ class RunResults:
     def progress(self) -> Optional[str]:
         """How far each suite is from its planned n, and the CPU (or GPU) hours the rest would take at the measured
         cost per example; None when every planned example is scored."""
-        return progress_line(self.meta, self.records)
+        self._leaderboard_tables()
+        return progress_line(self.meta, self.records, self._held)
 
     def report(self, out: str | Path | None = None) -> dict:
         """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and the figures into ``out``; returns their

@@ -88,15 +88,26 @@ def _suite_progress(meta: dict, records: list[dict]) -> list[tuple[dict, int, in
     return out
 
 
-def progress_line(meta: dict, records: list[dict]) -> Optional[str]:
+def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, dict]] = None) -> Optional[str]:
     """How far each suite is from its planned n, and what the rest would cost at the CPU (or GPU) time per example
     that the runs measured (``example_costs``: shards that computed whole examples); None when every suite is
-    done."""
+    done. A suite's examples are those its most advanced evaluation scored: where that is all of them, the
+    evaluations ``held`` back (:func:`still_computing`) are counted beside it, so that "872 of 872" is not read as
+    a finished suite."""
     suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
-    if all(scored >= planned for _, scored, planned, _ in suites):
+    behind: dict[tuple, int] = {}
+    for model, dataset, _ in held or {}:
+        behind[(model, dataset)] = behind.get((model, dataset), 0) + 1
+    if all(scored >= planned and not behind.get((suite["model"], suite_dataset(suite))) for suite, scored, planned, _
+           in suites):
         return None
-    line = ", ".join(f"{scored:,} of {planned:,} examples ({suite_title(suite['model'], suite_dataset(suite))})"
-                     for suite, scored, planned, _ in suites)
+    parts = []
+    for suite, scored, planned, _ in suites:
+        key = (suite["model"], suite_dataset(suite))
+        late = behind.get(key, 0) if scored >= planned else 0
+        parts.append(f"{scored:,} of {planned:,} examples ({suite_title(*key)}" + (
+            f"; {late} evaluation{'s' if late > 1 else ''} still computing)" if late else ")"))
+    line = ", ".join(parts)
     measured, unmeasured, left = [], [], 0.0
     for suite, scored, planned, per_example in suites:
         if scored >= planned:
@@ -640,7 +651,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if meta.get("extended_from") and is_run_folder(run_dir):
         origin = Path(meta["extended_from"])
         title += f", extended from {origin.parent.name}/{origin.name}"
-    progress = progress_line(meta, records)
+    progress = progress_line(meta, records, held)
     computing = computing_line(held) if held else None
     header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else []) + (
         [f"- still computing: {computing}"] if computing else [])

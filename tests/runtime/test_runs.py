@@ -489,7 +489,10 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
     records, meta = collect(tmp_path / "run")  # a folder measured on a GPU prices the rest in GPU time
     assert progress_line({**meta, "device_kind": "cuda"}, records) == \
         paths["progress"].replace("CPU s,", "GPU s,").replace("CPU hours", "GPU hours")
-    config["suite"][0]["n"] = 2
+    config["suite"][0]["n"] = 2  # every example scored, grad_l2 on none: not a finished suite
+    run_leaderboard(config, tmp_path / "run", progress=False, budget=1e-3)
+    assert write_report(tmp_path / "run")["progress"] == \
+        "2 of 2 examples (tiny-gpt2 · sva-generated; 2 evaluations still computing)"
     run_leaderboard(config, tmp_path / "run", progress=False)  # grad_l2 on the 2 examples: every cell complete
     assert write_report(tmp_path / "run")["progress"] is None
 
