@@ -166,6 +166,33 @@ def test_smoothgrad_and_gradient_shap_equal_captums_own_calls(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
+def test_lime_and_kernel_shap_equal_captums_own_calls(name):
+    """Pooled (every perturbation recorded, answered in shared batches, replayed), LIME and KernelSHAP on one text
+    equal captum's Lime and KernelShap called as captum documents them, with the seed set as the method sets it:
+    the same samples, the same fit."""
+    from captum.attr import KernelShap, Lime
+
+    adapter, ids, score = _setup(name)
+    layer = adapter.model.get_input_embeddings()
+    embeds, base = layer(ids).detach(), layer(baseline_ids(adapter, ids, "pad")).detach()
+    tokens = torch.arange(ids.shape[1])[None, :, None].expand_as(embeds).contiguous()
+
+    def forward(inputs_embeds):
+        return score(inputs_embeds=inputs_embeds)
+
+    for method, algorithm in (("lime", Lime), ("kernel_shap", KernelShap)):
+        for n_samples in (50, 200):
+            torch.manual_seed(0)
+            np.random.seed(0)
+            theirs = algorithm(forward).attribute(embeds.clone().requires_grad_(), baselines=base,
+                                                  feature_mask=tokens, n_samples=n_samples,
+                                                  perturbations_per_eval=32).detach().mean(-1)[0].numpy()
+            ours = _run(adapter, method, n_samples=n_samples, baseline="pad")
+            np.testing.assert_allclose(ours, theirs, rtol=1e-6, atol=1e-9, err_msg=f"{method} {n_samples}")
+            assert np.abs(theirs).max() > 0
+
+
+@pytest.mark.parametrize("name", MODELS)
 def test_identities_are_recorded_against_the_models_own_scores(name):
     """Shapley sampling and KernelShap meet efficiency within their tolerance; captum's DeepLift misses
     summation-to-delta here (plain gradients through GELU/SiLU and the softmax), and its record says so."""
