@@ -44,6 +44,7 @@ draw once for a whole batch.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -303,7 +304,7 @@ def _sampled(algorithm: str):
     def call(forward, embeds, baselines, tokens, args, values, adapter):
         engine = getattr(captum_attr(), algorithm)(forward)
         if isinstance(forward, _Pooled) and hasattr(engine, "_get_perturb_generator_func"):
-            _replayed_samples(engine, forward)
+            _replayed_samples(engine, forward, values["n_samples"])
         if isinstance(forward, _Pooled) and hasattr(engine, "_perturbation_generator"):
             _replayed_perturbations(engine, forward)
         return engine.attribute(
@@ -312,16 +313,29 @@ def _sampled(algorithm: str):
     return call
 
 
-def _replayed_samples(engine, forward: _Pooled) -> None:
+def _replayed_samples(engine, forward: _Pooled, n_samples: int) -> None:
     """LIME and KernelSHAP (captum's LimeBase) while pooled: the replay takes back the perturbations and similarities
     the recording drew (the same ones: the seeds are), so the sampler's per-sample tensor operations run once per
-    text rather than twice."""
+    text rather than twice, and the recording, whose outputs are placeholders, fits no surrogate. The recording makes
+    a text's samples together where captum's default representation is in use (:func:`_at_once`)."""
     draw, similarity = engine._get_perturb_generator_func, engine.similarity_func
+    model = engine.interpretable_model
+    fit, representation = model.fit, model.representation
+    at_once = _at_once(engine, n_samples)
+    pending: list = []  # the similarities drawn at once, not yet asked for
+    features = [0]  # the surrogate's number of features, as the sampler is told
 
     def generator(inputs, **kwargs):
         if forward.replaying:
             return iter(forward.samples).__next__  # StopIteration where the recording's sampler stopped
-        own = draw(inputs, **kwargs)
+        drawn = at_once(inputs, **kwargs) if at_once else None
+        if drawn is not None:
+            samples, similarities = drawn
+            pending[:] = similarities or []
+            samples = iter(samples)
+            own = samples.__next__
+        else:
+            own = draw(inputs, **kwargs)
 
         def recorded():
             forward.samples.append(own())
@@ -333,10 +347,68 @@ def _replayed_samples(engine, forward: _Pooled) -> None:
     def similar(*args, **kwargs):
         if forward.replaying:
             return next(similarities)
-        forward.similarities.append(similarity(*args, **kwargs))
+        forward.similarities.append(pending.pop(0) if pending else similarity(*args, **kwargs))
         return forward.similarities[-1]
 
-    engine._get_perturb_generator_func, engine.similarity_func = generator, similar
+    def fitted(*args, **kwargs):
+        return fit(*args, **kwargs) if forward.replaying else None
+
+    def coefficients(*args, **kwargs):  # the recording's result is thrown away: zeros of the surrogate's shape
+        return representation(*args, **kwargs) if forward.replaying else torch.zeros(1, features[0])
+
+    def counted(inputs, **kwargs):
+        features[0] = int(kwargs.get("num_interp_features", 0))
+        return generator(inputs, **kwargs)
+
+    engine._get_perturb_generator_func, engine.similarity_func = counted, similar
+    model.fit, model.representation = fitted, coefficients
+
+
+def _at_once(engine, n_samples: int):
+    """LIME's and KernelSHAP's samples for a text made together rather than one per call of captum's loop, where
+    captum's default interpretable representation is in use. Their draws are the same: nothing else draws between
+    two samples, and LIME's default sampler (``torch.bernoulli`` of a (1, features) tensor of 0.5 per sample) gives
+    the same stream as one (n_samples, features) draw, while KernelSHAP's sampler is a generator pulled n_samples
+    times ahead. Each model input is then the same elementwise product for all samples at once, and LIME's default
+    similarity (cosine distance through an exponential kernel of width 1) the same kernel of a cosine reduced in one
+    call for all samples. A function of the sampler's arguments giving (samples, similarities or None where the
+    kernel is another), or None where the representation or the sampler is another."""
+    import inspect
+
+    from captum.attr._core import lime
+
+    kernel = engine.similarity_func
+    closure = dict(zip(kernel.__code__.co_freevars, (c.cell_contents for c in kernel.__closure__ or ()))) \
+        if hasattr(kernel, "__code__") else {}
+    cosine_kernel = getattr(kernel, "__name__", "") == "default_exp_kernel" and closure == {
+        "distance_mode": "cosine", "kernel_width": 1.0}
+    bernoulli = engine.perturb_func is lime.default_perturb_func
+    if not (engine.perturb_interpretable_space and (bernoulli or inspect.isgeneratorfunction(engine.perturb_func))
+            and engine.from_interp_rep_transform is lime.default_from_interp_rep_transform):
+        return None
+
+    def at_once(inputs, **kwargs):
+        mask, baselines = kwargs.get("feature_mask"), kwargs.get("baselines")
+        if not (isinstance(inputs, torch.Tensor) and isinstance(mask, torch.Tensor)
+                and isinstance(baselines, torch.Tensor)):
+            return None
+        if bernoulli:
+            draws = torch.bernoulli(torch.ones(n_samples, int(kwargs["num_interp_features"])) * 0.5)
+            draws = draws.to(device=inputs.device).long()
+        else:
+            sampler = engine.perturb_func(inputs, **kwargs)
+            draws = torch.cat([next(sampler) for _ in range(n_samples)])
+        kept = draws[:, mask].bool()  # (n, *mask.shape): each sample's mask as captum indexes it
+        model_inputs = kept.to(inputs.dtype) * inputs + (~kept).to(inputs.dtype) * baselines
+        samples = [(draws[i:i + 1], model_inputs[i]) for i in range(n_samples)]
+        if not cosine_kernel:
+            return samples, None
+        cosine = torch.nn.functional.cosine_similarity(model_inputs.reshape(n_samples, -1).float(),
+                                                       inputs.reshape(1, -1).float(), dim=1)
+        exponents = -1 * (1 - cosine) ** 2 / 2.0
+        return samples, [math.exp(value) for value in exponents.tolist()]
+
+    return at_once
 
 
 def _replayed_perturbations(engine, forward: _Pooled) -> None:
