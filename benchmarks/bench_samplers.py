@@ -1,5 +1,5 @@
-"""The sampled perturbation methods' own time, apart from the model: LIME, KernelSHAP and Shapley sampling on a tiny
-random model (forward passes nearly free, as on a GPU), before and after a change, side by side.
+"""The pooled perturbation methods' own time, apart from the model: LIME, KernelSHAP, Shapley sampling and occlusion
+on a tiny random model (forward passes nearly free, as on a GPU), before and after a change, side by side.
 
     python benchmarks/bench_samplers.py [--before REV] [--n 64] [--model tiny-gpt2] [--repeat 3] [--json OUT.json]
 
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-METHODS = ("lime", "kernel_shap", "shapley_sampling")
+METHODS = ("lime", "kernel_shap", "shapley_sampling", "occlusion")
 
 
 def measure(method: str, model: str, n: int) -> dict:

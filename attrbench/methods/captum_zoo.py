@@ -106,25 +106,37 @@ class _Pooled(TargetForward):
 
 def _answer(forwards: list[_Pooled], method: GradientMethod, adapter) -> None:
     """Every recorded call's outputs, computed in the method's length-sorted batches of plain passes (the run's whole
-    budget, ``4 * batch_tokens``, with at most ``pad_tokens`` of padding), then each forward set to replay its own."""
-    rows = [(f, k, r) for f in forwards for k, call in enumerate(f.calls) for r in range(len(call[0]))]
-    lengths = [f.calls[k][0].shape[1] for f, k, _ in rows]
-    outputs: dict[tuple[int, int], list[torch.Tensor]] = {}
+    budget, ``4 * batch_tokens``, with at most ``pad_tokens`` of padding), then each forward set to replay its own.
+    A batch is gathered call by call, as slices of each call's rows (a call's rows are consecutive in the sorted
+    order: one length, their order kept), not row by row: Shapley sampling records some 500 rows per text."""
+    calls = [(f, k) for f in forwards for k in range(len(f.calls))]
+    sizes = np.array([len(f.calls[k][0]) for f, k in calls], dtype=np.int64)
+    owner = np.repeat(np.arange(len(calls)), sizes)  # each row's call, and its place in that call
+    place = np.arange(int(sizes.sum())) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    lengths = np.repeat([f.calls[k][0].shape[1] for f, k in calls], sizes).tolist()
+    chunks: list[list[torch.Tensor]] = [[] for _ in calls]
     for batch in method.batches(adapter, lengths, 4 * method.batch_tokens):
-        width, parts = lengths[batch[-1]], []  # the longest is last
+        width, rows = lengths[batch[-1]], np.asarray(batch)  # the longest is last
+        cuts = np.flatnonzero((np.diff(owner[rows]) != 0) | (np.diff(place[rows]) != 1)) + 1
+        runs = [(int(owner[r[0]]), int(place[r[0]]), len(r)) for r in np.split(rows, cuts)]
+        parts = []
         for p in range(5):
-            column = [rows[i][0].calls[rows[i][1]][p][rows[i][2]] for i in batch]
-            if p < 2:  # embeddings (n, d) and mask (n,): right-padded to the batch's width, mask 0 there
-                column = [torch.nn.functional.pad(c, (0, 0, 0, width - len(c)) if c.ndim == 2 else
-                                                  (0, width - len(c))) for c in column]
-            parts.append(torch.stack(column).to(adapter.device))
+            column = [calls[c][0].calls[calls[c][1]][p][start:start + n] for c, start, n in runs]
+            if p < 2:  # embeddings (n, L, d) and mask (n, L): right-padded to the batch's width, mask 0 there
+                column = [torch.nn.functional.pad(c, (0, 0, 0, width - c.shape[1]) if c.ndim == 3 else
+                                                  (0, width - c.shape[1])) for c in column]
+            parts.append(torch.cat(column).to(adapter.device))
         with torch.no_grad():
-            values = rows[batch[0]][0].score(*parts).cpu()
-        for i, value in zip(batch, values):
-            f, k, _ = rows[i]
-            outputs.setdefault((id(f), k), []).append(value)
-    for f in forwards:  # a call's rows were appended in order: batches keep each length's rows in their order
-        f.answers = [torch.stack(outputs[(id(f), k)]) for k in range(len(f.calls))]
+            values = calls[runs[0][0]][0].score(*parts).cpu()
+        at = 0
+        for c, _, n in runs:
+            chunks[c].append(values[at:at + n])
+            at += n
+    for c, (f, k) in enumerate(calls):
+        if k == 0:
+            f.answers = []
+        f.answers.append(torch.cat(chunks[c]))
+    for f in forwards:
         f.replaying = True
 
 
