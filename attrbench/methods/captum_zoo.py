@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from typing import Optional
 
 import numpy as np
 import torch
@@ -434,11 +435,47 @@ def _replayed_perturbations(engine, forward: _Pooled) -> None:
             yield from next(calls)
             return
         forward.perturbations.append([])
-        for item in build(*args, **kwargs):
+        for item in _permutation_steps(*args, **kwargs) or build(*args, **kwargs):
             forward.perturbations[-1].append(item)
             yield item
 
     engine._perturbation_generator = generator
+
+
+def _permutation_steps(inputs, additional_args, target, baselines, input_masks, feature_permutation,
+                       perturbations_per_eval) -> Optional[list]:
+    """What captum's ``ShapleyValueSampling._perturbation_generator`` yields for one permutation of one input tensor,
+    made for all its steps at once: step i holds the input where the feature's place in the permutation is at most
+    i and the baseline elsewhere (captum gets there by i products, ``current * ~selected + input * selected``, the
+    same values), with the mask of the feature added at that step; in batches of ``perturbations_per_eval`` with
+    the forward arguments and target expanded as captum expands them. None for several input tensors."""
+    from captum._utils.common import _expand_additional_forward_args, _expand_target
+
+    if len(inputs) != 1 or len(input_masks) != 1:
+        return None
+    x, base, mask = inputs[0], baselines[0], input_masks[0]
+    order = torch.as_tensor(feature_permutation if isinstance(feature_permutation, torch.Tensor)
+                            else [int(f) for f in feature_permutation], device=mask.device)
+    place = torch.empty_like(order)
+    place[order] = torch.arange(len(order), device=mask.device)
+    step = torch.arange(len(order), device=mask.device).view(-1, *([1] * mask.dim()))
+    kept = place[mask][None] <= step  # (steps, *mask.shape)
+    steps = torch.where(kept, x, base).reshape(len(order) * x.shape[0], *x.shape[1:])
+    selected = mask[None] == order.view(-1, *([1] * mask.dim()))
+    present = set(mask.unique().tolist())
+    out, per = [], max(1, perturbations_per_eval)
+    repeated = (_expand_additional_forward_args(additional_args, per) if additional_args is not None else None,
+                _expand_target(target, per))
+    for start in range(0, len(order), per):
+        k = min(per, len(order) - start)
+        args, target_k = repeated if k == per else (
+            _expand_additional_forward_args(additional_args, k) if additional_args is not None else None,
+            _expand_target(target, k))
+        rows = slice(start * x.shape[0], (start + k) * x.shape[0])
+        features = {0} if present & {int(f) for f in order[start:start + k]} else set()
+        out.append(((steps[rows],), args, target_k, (selected[start:start + k].reshape(k, *mask.shape),),
+                    features))
+    return out
 
 
 def _shapley_sampling(forward, embeds, baselines, tokens, args, values, adapter):
