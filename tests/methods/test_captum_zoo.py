@@ -166,11 +166,12 @@ def test_smoothgrad_and_gradient_shap_equal_captums_own_calls(name):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_lime_and_kernel_shap_equal_captums_own_calls(name):
-    """Pooled (every perturbation recorded, answered in shared batches, replayed), LIME and KernelSHAP on one text
-    equal captum's Lime and KernelShap called as captum documents them, with the seed set as the method sets it:
+def test_sampled_perturbation_methods_equal_captums_own_calls(name):
+    """Pooled (every perturbation recorded, answered in shared batches, replayed; samples, model inputs and
+    permutation steps made together), LIME, KernelSHAP and Shapley sampling on one text equal captum's Lime,
+    KernelShap and ShapleyValueSampling called as captum documents them, with the seed set as the method sets it:
     the same samples, the same fit."""
-    from captum.attr import KernelShap, Lime
+    from captum.attr import KernelShap, Lime, ShapleyValueSampling
 
     adapter, ids, score = _setup(name)
     layer = adapter.model.get_input_embeddings()
@@ -180,8 +181,9 @@ def test_lime_and_kernel_shap_equal_captums_own_calls(name):
     def forward(inputs_embeds):
         return score(inputs_embeds=inputs_embeds)
 
-    for method, algorithm in (("lime", Lime), ("kernel_shap", KernelShap)):
-        for n_samples in (50, 200):
+    for method, algorithm, counts in (("lime", Lime, (50, 200)), ("kernel_shap", KernelShap, (50, 200)),
+                                      ("shapley_sampling", ShapleyValueSampling, (1, 25))):
+        for n_samples in counts:
             torch.manual_seed(0)
             np.random.seed(0)
             theirs = algorithm(forward).attribute(embeds.clone().requires_grad_(), baselines=base,
