@@ -377,15 +377,22 @@ def _replayed_samples(engine, forward: _Pooled, n_samples: int) -> None:
     model.fit, model.representation = fitted, coefficients
 
 
+_CHUNK_VALUES = 1 << 22  # mask entries indexed per step while the samples' model inputs are made
+_SERIAL_REDUCTION = 32768  # torch reduces a flat vector of at most this many values on one thread, in one order
+
+
 def _at_once(engine, n_samples: int):
     """LIME's and KernelSHAP's samples for a text made together rather than one per call of captum's loop, where
     captum's default interpretable representation is in use. Their draws are the same: nothing else draws between
     two samples, and LIME's default sampler (``torch.bernoulli`` of a (1, features) tensor of 0.5 per sample) gives
     the same stream as one (n_samples, features) draw, while KernelSHAP's sampler is a generator pulled n_samples
-    times ahead. Each model input is then the same elementwise product for all samples at once, and LIME's default
-    similarity (cosine distance through an exponential kernel of width 1) the same kernel of a cosine reduced in one
-    call for all samples. A function of the sampler's arguments giving (samples, similarities or None where the
-    kernel is another), or None where the representation or the sampler is another."""
+    times ahead. Each model input is then the same elementwise product, made for many samples at once, and LIME's
+    default similarity (cosine distance through an exponential kernel of width 1) the same kernel of cosines reduced
+    in one call, where that call reduces each sample's flat vector in the order captum's call for it alone does: up
+    to ``_SERIAL_REDUCTION`` values (tokens x hidden size), or on one thread; beyond, torch splits a single vector's
+    sum over threads, and captum's kernel runs per sample. A function of the sampler's arguments giving (samples,
+    similarities or None where captum's kernel is to run), or None where the representation or the sampler is
+    another."""
     import inspect
 
     from captum.attr._core import lime
@@ -411,13 +418,17 @@ def _at_once(engine, n_samples: int):
         else:
             sampler = engine.perturb_func(inputs, **kwargs)
             draws = torch.cat([next(sampler) for _ in range(n_samples)])
-        kept = draws[:, mask].bool()  # (n, *mask.shape): each sample's mask as captum indexes it
-        model_inputs = kept.to(inputs.dtype) * inputs + (~kept).to(inputs.dtype) * baselines
+        chunk = max(1, _CHUNK_VALUES // max(1, mask.numel()))  # (chunk, *mask.shape) at a time bounds the memory
+        model_inputs = torch.cat([  # each sample's mask as captum indexes it, then captum's own products
+            kept.to(inputs.dtype) * inputs + (~kept).to(inputs.dtype) * baselines
+            for kept in (draws[start:start + chunk].bool()[:, mask] for start in range(0, n_samples, chunk))])
         samples = [(draws[i:i + 1], model_inputs[i]) for i in range(n_samples)]
-        if not cosine_kernel:
-            return samples, None
-        cosine = torch.nn.functional.cosine_similarity(model_inputs.reshape(n_samples, -1).float(),
-                                                       inputs.reshape(1, -1).float(), dim=1)
+        if not cosine_kernel or (inputs.numel() > _SERIAL_REDUCTION and torch.get_num_threads() > 1):
+            return samples, None  # a long flat vector's reduction is split over threads: captum's kernel per sample
+        flat = inputs.reshape(1, -1).float()
+        cosine = torch.cat([torch.nn.functional.cosine_similarity(
+            model_inputs[start:start + chunk].reshape(-1, flat.shape[1]).float(), flat, dim=1)
+            for start in range(0, n_samples, chunk)])
         exponents = -1 * (1 - cosine) ** 2 / 2.0
         return samples, [math.exp(value) for value in exponents.tolist()]
 

@@ -194,6 +194,43 @@ def test_sampled_perturbation_methods_equal_captums_own_calls(name):
             assert np.abs(theirs).max() > 0
 
 
+@pytest.mark.parametrize("tokens, hidden", [(3, 16), (40, 384), (60, 576)])
+@pytest.mark.parametrize("algorithm", ["Lime", "KernelShap"])
+def test_samples_made_together_are_captums_to_the_last_bit(algorithm, tokens, hidden):
+    """What the recording makes at once (LIME's and KernelSHAP's samples, their model inputs, LIME's kernel weights)
+    is bit for bit what captum's loop makes one sample at a time, on two threads, for texts whose flat embeddings
+    are below (40 x 384) and above (60 x 576) the length beyond which torch splits one vector's sum over threads."""
+    import captum.attr
+    from captum.attr._core.lime import default_from_interp_rep_transform
+
+    from attrbench.methods.captum_zoo import _at_once
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        generator = torch.Generator().manual_seed(tokens)
+        x = torch.randn(1, tokens, hidden, generator=generator)
+        base = torch.randn(1, tokens, hidden, generator=generator) * 0.1
+        mask = torch.arange(tokens)[None, :, None].expand(1, tokens, hidden).contiguous()
+        engine = getattr(captum.attr, algorithm)(lambda inputs: inputs.sum(dim=(1, 2)))
+        kwargs = {"baselines": base, "feature_mask": mask, "num_interp_features": tokens}
+        if algorithm == "KernelShap":
+            kwargs["num_select_distribution"] = torch.distributions.Categorical(torch.ones(tokens - 1))
+        torch.manual_seed(0)
+        theirs = engine._get_perturb_generator_func(x, **kwargs)
+        theirs = [theirs() for _ in range(50)]
+        torch.manual_seed(0)
+        ours, weights = _at_once(engine, 50)(x, **kwargs)
+        for (a, b), (c, d) in zip(theirs, ours):
+            assert torch.equal(a, c) and a.dtype == c.dtype and torch.equal(b, d) and b.shape == d.shape
+            assert torch.equal(b, default_from_interp_rep_transform(a, x, **kwargs))
+        if algorithm == "Lime":
+            assert weights is None if tokens * hidden > 32768 else weights == [
+                engine.similarity_func(x, b, a, **kwargs) for a, b in theirs]
+    finally:
+        torch.set_num_threads(threads)
+
+
 @pytest.mark.parametrize("name", MODELS)
 def test_identities_are_recorded_against_the_models_own_scores(name):
     """Shapley sampling and KernelShap meet efficiency within their tolerance; captum's DeepLift misses
