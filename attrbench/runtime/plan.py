@@ -161,6 +161,7 @@ class SuitePlan:
     seed: int = 0
     stand_in: Optional[Example] = None  # the dataset's shortest example: each method's untimed warm-up runs on it
     floors: frozenset = frozenset()  # the keys of the evaluations that get floor rows (leaderboard runs)
+    _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # see :meth:`_lookup`
 
     @property
     def name(self) -> str:
@@ -172,6 +173,25 @@ class SuitePlan:
 
     def has_floor(self, evaluation: Evaluation) -> bool:
         return evaluation.key in self.floors
+
+    def _lookup(self) -> dict[str, dict]:
+        """Evaluations and methods by key, and whether each evaluation has floor rows, made once: a key is built from
+        the plugin's parameters on every read, and a job looks them up for each of its rows."""
+        if not self._by_key:
+            evaluations: dict = {}
+            for evaluation in [*(e for e, _ in self.scoring), *self.analyses]:
+                evaluations.setdefault(evaluation.key, evaluation)  # the first of a key, as a scan finds it
+            methods: dict = {}
+            for _, group in self.scoring:
+                for method in group:
+                    methods.setdefault(method.key, method)
+            self._by_key.update(evaluations=evaluations, methods=methods,
+                                floors={key: e.floor_key for key, e in evaluations.items() if key in self.floors})
+        return self._by_key
+
+    def floor_of(self, eval_key: str) -> Optional[str]:
+        """The method part of the floor rows' keys of the evaluation keyed ``eval_key``; None: it has no floor rows."""
+        return self._lookup()["floors"].get(eval_key)
 
     def row_key(self, evaluation: Evaluation, method: Optional[Method | str], example: Example) -> str:
         """The key of a row: ``method`` a Method, None for the shared row, or a floor key (:func:`method_key`)."""
@@ -185,9 +205,14 @@ class SuitePlan:
     def rows(self) -> list[tuple[Evaluation, Optional[Method | str], Example, str]]:
         """Every scoring row of the suite: (evaluation, method (None for the shared row, the floor's key for the
         floor's), example, key)."""
-        return [(evaluation, method, example, self.row_key(evaluation, method, example))
-                for evaluation, methods in self.scoring for example in self.sample_for(evaluation)
-                for method in self.cells(evaluation, methods)]
+        out = []
+        for evaluation, methods in self.scoring:  # each key's parts made once per cell and per example
+            eval_key, cells = evaluation.key, [(m, method_key(m)) for m in self.cells(evaluation, methods)]
+            for example in self.sample_for(evaluation):
+                tag = example_tag(example)
+                out += [(evaluation, method, example, row_key(self.weights, self.dtype, self.dataset, self.split,
+                                                              eval_key, key, example.id, tag)) for method, key in cells]
+        return out
 
     def rows_per_example(self) -> list[int]:
         """How many scoring rows each example has, in sampling order (an evaluation's sample is a prefix)."""
@@ -203,10 +228,10 @@ class SuitePlan:
                        "sample:" + text_sha256(sample))
 
     def evaluation(self, key: str) -> Evaluation:
-        return next(e for e in [*(e for e, _ in self.scoring), *self.analyses] if e.key == key)
+        return self._lookup()["evaluations"][key]
 
     def method(self, key: str) -> Method:
-        return next(m for _, methods in self.scoring for m in methods if m.key == key)
+        return self._lookup()["methods"][key]
 
 
 def method_key(method: Optional[Method | str]) -> str:
@@ -313,9 +338,7 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
     pairs = [(example_id, cell) for example_id, cells in job.rows.items() for cell in cells]
     scored: dict[str, list[Example]] = {}  # per method, the examples whose attribution the job's rows score
     for example_id, (eval_key, cell, _) in pairs:
-        evaluation = plan.evaluation(eval_key)
-        if evaluation.per_example and cell != SHARED and not (plan.has_floor(evaluation)
-                                                              and cell == evaluation.floor_key):
+        if plan.evaluation(eval_key).per_example and cell != SHARED and cell != plan.floor_of(eval_key):
             scored.setdefault(cell, []).append(by_id[example_id])
     for cell, examples in scored.items():  # a batched method's attributions of the whole shard in one call
         context.prefetch(adapter, plan.method(cell), examples)
@@ -325,7 +348,7 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
         item = eval_context.work(adapter, example)
         if cell == SHARED:
             work[key] = evaluation.shared(item)
-        elif plan.has_floor(evaluation) and cell == evaluation.floor_key:
+        elif cell == plan.floor_of(eval_key):
             work[key] = evaluation.floor(item)
         elif evaluation.per_example:
             work[key] = evaluation.score(item, item.attribution(plan.method(cell)))
