@@ -44,6 +44,7 @@ draw once for a whole batch.
 """
 from __future__ import annotations
 
+import inspect
 import math
 import warnings
 from typing import Optional
@@ -393,9 +394,7 @@ def _at_once(engine, n_samples: int):
     sum over threads, and captum's kernel runs per sample. A function of the sampler's arguments giving (samples,
     similarities or None where captum's kernel is to run), or None where the representation or the sampler is
     another."""
-    import inspect
-
-    from captum.attr._core import lime
+    from captum.attr._core import lime  # heavy: captum loads on first use (attrbench.plugin.captum_attr)
 
     kernel = engine.similarity_func
     closure = dict(zip(kernel.__code__.co_freevars, (c.cell_contents for c in kernel.__closure__ or ()))) \
@@ -460,7 +459,7 @@ def _permutation_steps(inputs, additional_args, target, baselines, input_masks, 
     i and the baseline elsewhere (captum gets there by i products, ``current * ~selected + input * selected``, the
     same values), with the mask of the feature added at that step; in batches of ``perturbations_per_eval`` with
     the forward arguments and target expanded as captum expands them. None for several input tensors."""
-    from captum._utils.common import _expand_additional_forward_args, _expand_target
+    from captum._utils.common import _expand_additional_forward_args, _expand_target  # heavy: captum on first use
 
     if len(inputs) != 1 or len(input_masks) != 1:
         return None
