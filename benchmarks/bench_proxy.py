@@ -24,6 +24,7 @@ still store the same results, to float tolerance.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -76,16 +77,34 @@ def measure(n: int, shard: int, folder: Path, geometry: str, device: str = "cpu"
             "end-to-end s": time.perf_counter() - began}
 
 
-def child(tree: Path, n: int, shard: int, folder: Path, geometry: str, device: str) -> dict:
-    """:func:`measure` in a fresh process importing ``attrbench`` from ``tree``."""
+def in_tree(tree: Path, script: str, arguments: list[str]) -> dict:
+    """``script arguments`` in a fresh process importing ``attrbench`` from ``tree``: its last line, as JSON."""
     path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)  # the tree's attrbench first
     env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, __file__, "--measure", str(folder), "--n", str(n), "--shard", str(shard),
-               "--geometry", geometry, "--device", device]
-    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
+    out = subprocess.run([sys.executable, script, *arguments], cwd=tree, env=env, capture_output=True, text=True,
+                         check=False)
     if out.returncode:
         raise SystemExit(f"the run in {tree} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+@contextlib.contextmanager
+def revision(rev: str, scratch: Path):
+    """The engine at git revision ``rev``, checked out into a worktree under ``scratch`` while in use."""
+    tree = scratch / "before"
+    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(tree), rev], check=True,
+                   capture_output=True)
+    try:
+        yield tree
+    finally:
+        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(tree)], check=False,
+                       capture_output=True)
+
+
+def child(tree: Path, n: int, shard: int, folder: Path, geometry: str, device: str) -> dict:
+    """:func:`measure` in a fresh process importing ``attrbench`` from ``tree``."""
+    return in_tree(tree, __file__, ["--measure", str(folder), "--n", str(n), "--shard", str(shard),
+                                    "--geometry", geometry, "--device", device])
 
 
 def leaves(value, path=""):
@@ -147,26 +166,16 @@ def main() -> None:
         return
     import pandas as pd
 
-    with tempfile.TemporaryDirectory() as scratch:
-        trees = {}
-        if args.before:
-            before = Path(scratch) / "before"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(before), args.before],
-                           check=True, capture_output=True)
-            trees["before"] = before
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
+        trees = {"before": stack.enter_context(revision(args.before, Path(scratch)))} if args.before else {}
         trees["after"] = ROOT
-        try:
-            runs: dict[str, list[dict]] = {name: [] for name in trees}
-            for r in range(args.repeat):
-                for name, tree in trees.items():
-                    runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}", args.geometry,
-                                            args.device))
-                    print(f"{name} run {r + 1}: {runs[name][-1]['computing s']:.1f} s computing", flush=True)
-            agreement = compare(Path(scratch) / "before-0", Path(scratch) / "after-0") if args.before else None
-        finally:
-            if args.before:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees["before"])],
-                               check=False, capture_output=True)
+        runs: dict[str, list[dict]] = {name: [] for name in trees}
+        for r in range(args.repeat):
+            for name, tree in trees.items():
+                runs[name].append(child(tree, args.n, args.shard, Path(scratch) / f"{name}-{r}", args.geometry,
+                                        args.device))
+                print(f"{name} run {r + 1}: {runs[name][-1]['computing s']:.1f} s computing", flush=True)
+        agreement = compare(Path(scratch) / "before-0", Path(scratch) / "after-0") if args.before else None
     table = {}
     for name, measured in runs.items():
         best = min(measured, key=lambda m: m["computing s"])

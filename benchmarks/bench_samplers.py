@@ -12,15 +12,15 @@ the two engines' scores (a change of speed must not be a change of result).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench_proxy import ROOT, in_tree, revision  # same folder: run as python benchmarks/bench_samplers.py
 METHODS = ("lime", "kernel_shap", "shapley_sampling", "occlusion")
 
 
@@ -42,16 +42,6 @@ def measure(method: str, model: str, n: int) -> dict:
     return {"seconds": seconds, "scores": [[float(v) for v in r[method].values] for r in result.results]}
 
 
-def child(tree: Path, method: str, model: str, n: int) -> dict:
-    path = os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
-    command = [sys.executable, __file__, "--measure", method, "--model", model, "--n", str(n)]
-    out = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True, check=False)
-    if out.returncode:
-        raise SystemExit(f"the run in {tree} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--before", default=None, help="git revision of the engine to compare with (default: none)")
@@ -66,33 +56,25 @@ def main() -> None:
         print(json.dumps(measure(args.measure, args.model, args.n)))
         return
     rows = []
-    with tempfile.TemporaryDirectory() as scratch:
-        trees = {}
-        if args.before:
-            trees["before"] = Path(scratch) / "before"
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(trees["before"]), args.before],
-                           check=True, capture_output=True)
+    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
+        trees = {"before": stack.enter_context(revision(args.before, Path(scratch)))} if args.before else {}
         trees["after"] = ROOT
-        try:
-            for method in args.methods.split(","):
-                runs: dict[str, list[dict]] = {name: [] for name in trees}
-                for _ in range(args.repeat):
-                    for name, tree in trees.items():
-                        runs[name].append(child(tree, method, args.model, args.n))
-                row = {"method": method}
-                for name, measured in runs.items():
-                    row[f"{name} ms per sentence"] = 1000 * min(m["seconds"] for m in measured)
-                if args.before:
-                    row["before / after"] = row["before ms per sentence"] / row["after ms per sentence"]
-                    row["largest difference"] = max(
-                        (abs(a - b) for p, q in zip(runs["before"][0]["scores"], runs["after"][0]["scores"])
-                         for a, b in zip(p, q)), default=0.0)
-                rows.append(row)
-                print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
-        finally:
+        for method in args.methods.split(","):
+            runs: dict[str, list[dict]] = {name: [] for name in trees}
+            for _ in range(args.repeat):
+                for name, tree in trees.items():
+                    runs[name].append(in_tree(tree, __file__, ["--measure", method, "--model", args.model,
+                                                               "--n", str(args.n)]))
+            row = {"method": method}
+            for name, measured in runs.items():
+                row[f"{name} ms per sentence"] = 1000 * min(m["seconds"] for m in measured)
             if args.before:
-                subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(trees["before"])],
-                               check=False, capture_output=True)
+                row["before / after"] = row["before ms per sentence"] / row["after ms per sentence"]
+                row["largest difference"] = max(
+                    (abs(a - b) for p, q in zip(runs["before"][0]["scores"], runs["after"][0]["scores"])
+                     for a, b in zip(p, q)), default=0.0)
+            rows.append(row)
+            print(json.dumps({k: round(v, 4) if isinstance(v, float) else v for k, v in row.items()}), flush=True)
     print(f"\n{args.model}, {args.n} SST-2 dev sentences, one torch thread, fastest of {args.repeat}, "
           f"{os.cpu_count()} CPUs")
     if args.json:

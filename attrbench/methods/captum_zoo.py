@@ -134,12 +134,9 @@ def _answer(forwards: list[_Pooled], method: GradientMethod, adapter) -> None:
         for c, _, n in runs:
             chunks[c].append(values[at:at + n])
             at += n
-    for c, (f, k) in enumerate(calls):
-        if k == 0:
-            f.answers = []
-        f.answers.append(torch.cat(chunks[c]))
+    answers = iter([torch.cat(chunk) for chunk in chunks])  # in the order of ``calls``: forward by forward
     for f in forwards:
-        f.replaying = True
+        f.answers, f.replaying = [next(answers) for _ in f.calls], True
 
 
 class CaptumMethod(GradientMethod):
@@ -342,12 +339,12 @@ def _replayed_samples(engine, forward: _Pooled, n_samples: int) -> None:
     def generator(inputs, **kwargs):
         if forward.replaying:
             return iter(forward.samples).__next__  # StopIteration where the recording's sampler stopped
+        features[0] = int(kwargs.get("num_interp_features", 0))
         drawn = at_once(inputs, **kwargs) if at_once else None
         if drawn is not None:
-            samples, similarities = drawn
-            pending[:] = similarities or []
-            samples = iter(samples)
-            own = samples.__next__
+            samples, weights = drawn
+            pending[:] = weights or []
+            own = iter(samples).__next__
         else:
             own = draw(inputs, **kwargs)
 
@@ -370,11 +367,7 @@ def _replayed_samples(engine, forward: _Pooled, n_samples: int) -> None:
     def coefficients(*args, **kwargs):  # the recording's result is thrown away: zeros of the surrogate's shape
         return representation(*args, **kwargs) if forward.replaying else torch.zeros(1, features[0])
 
-    def counted(inputs, **kwargs):
-        features[0] = int(kwargs.get("num_interp_features", 0))
-        return generator(inputs, **kwargs)
-
-    engine._get_perturb_generator_func, engine.similarity_func = counted, similar
+    engine._get_perturb_generator_func, engine.similarity_func = generator, similar
     model.fit, model.representation = fitted, coefficients
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import base64
 import html
 import json
+from collections import Counter
 from pathlib import Path
 from typing import Optional
 
@@ -95,9 +96,7 @@ def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, di
     evaluations ``held`` back (:func:`still_computing`) are counted beside it, so that "872 of 872" is not read as
     a finished suite."""
     suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
-    behind: dict[tuple, int] = {}
-    for model, dataset, _ in held or {}:
-        behind[(model, dataset)] = behind.get((model, dataset), 0) + 1
+    behind = Counter((model, dataset) for model, dataset, _ in held or {})  # evaluations held back per suite
     if all(scored >= planned and not behind.get((suite["model"], suite_dataset(suite))) for suite, scored, planned, _
            in suites):
         return None
