@@ -201,3 +201,25 @@ def test_the_readmes_gpu_figures_are_the_recorded_measurements():
     assert suite["suite"] == "minilm-l6-sst2 · sst2" and suite["device"] == "cuda"
     assert f"{suite['computing s per example']:.2f} s per example on MiniLM · SST-2 ({suite['n']} examples)" in text
     assert f"passes are {suite['floor s'] / suite['n']:.2f} s at their floor" in text
+
+
+def test_the_default_budget_figures_are_the_recorded_measurement():
+    """docs/performance.md's side-by-side default runs quote benchmarks/results/default-budget-cpu.json."""
+    import json
+
+    text = " ".join((DOCS / "performance.md").read_text(encoding="utf-8").split())
+    recorded = json.loads((ROOT / "benchmarks/results/default-budget-cpu.json").read_text())
+    before, after = recorded["runs"]["before"][0], recorded["runs"]["after"][0]
+    assert f"--before {recorded['before']}" in text and f"({recorded['after']})" in text
+    assert (f"{before['rows']:,} rows in {before['computing s']:.0f} s of computing before, {after['rows']:,} rows in "
+            f"{after['computing s']:.0f} s after ({100 * (after['rows'] / before['rows'] - 1):.1f} % more)") in text
+    suites = {name: (before["suites"][name], after["suites"][name]) for name in after["suites"]}
+    assert {old["naopc"] for old, _ in suites.values()} == {new["naopc"] for _, new in suites.values()} == {10, 14}
+    sst2, shortcut, smollm2 = suites["minilm-l6-sst2"], suites["minilm-l6-sst2-shortcut"], suites["smollm2-135m"]
+    assert suites["minilm-l6-sva"][1]["soft_erasure"] == sst2[1]["soft_erasure"]
+    n = "soft_erasure"
+    assert (f"reached {sst2[1][n]} examples instead of {sst2[0][n]} on both MiniLM suites and {shortcut[1][n]} instead "
+            f"of {shortcut[0][n]} on the shortcut suite, and the same {smollm2[1][n]} on SmolLM2") in text
+    assert smollm2[0][n] == smollm2[1][n]
+    faithfulness = ("soft_erasure", "erasure_aopc", "abpc", "faithfulness_corr")  # the other metrics: one n per run
+    assert all(len({run[m] for m in faithfulness if m in run}) == 1 for pair in suites.values() for run in pair)
