@@ -12,7 +12,6 @@ compared by what they finished, not by their seconds.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import sqlite3
@@ -66,8 +65,8 @@ def main() -> None:
     import pandas as pd
 
     runs: dict[str, list[dict]] = {"before": [], "after": []}
-    with tempfile.TemporaryDirectory() as scratch, contextlib.ExitStack() as stack:
-        trees = {"before": stack.enter_context(revision(args.before, Path(scratch))), "after": ROOT}
+    with tempfile.TemporaryDirectory() as scratch, revision(args.before, Path(scratch)) as before:
+        trees = {"before": before, "after": ROOT}
         for r in range(args.repeat):
             for name, tree in trees.items():
                 runs[name].append(run(tree, Path(args.keep or scratch) / f"{name}-{r}", args.budget))

@@ -83,8 +83,8 @@ def in_tree(tree: Path, script: str, arguments: list[str]) -> dict:
     env = {**os.environ, "PYTHONPATH": path, "TOKENIZERS_PARALLELISM": "false"}
     out = subprocess.run([sys.executable, script, *arguments], cwd=tree, env=env, capture_output=True, text=True,
                          check=False)
-    if out.returncode:
-        raise SystemExit(f"the run in {tree} failed:\n{out.stderr[-3000:]}")
+    if out.returncode or not out.stdout.strip():
+        raise SystemExit(f"the run in {tree} failed or printed nothing:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
