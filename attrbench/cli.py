@@ -227,9 +227,17 @@ def cmd_attribute(args) -> None:
 
 
 def _accuracy_line(rec: dict) -> str:
-    if rec["task"] == "sst2":
-        return (f"SST-2 dev accuracy {rec['dev_accuracy']:.4f} ({rec['dev_examples']} sentences), {rec['steps']} steps "
-                f"on {rec['train_examples']} phrases, trained in {rec['train_seconds']:.0f} s")
+    """One line per task model: its accuracy on held-out data (and, for the shortcut model, its verified reliance)."""
+    if rec["task"] in ("sst2", "sst2-shortcut"):
+        line = f"SST-2 dev accuracy {rec['dev_accuracy']:.4f} ({rec['dev_examples']} sentences"
+        if rec["task"] == "sst2-shortcut":
+            reliance = ", ".join(f"{variant} {r['follows_shortcut']:.1%} (n={r['n']})"
+                                 for variant, r in rec["reliance"].items())
+            line += f", clean); follows the planted shortcut where it contradicts the sentiment: {reliance}"
+        else:
+            line += ")"
+        return (f"{line}; {rec['steps']} steps on {rec['train_examples']} phrases, trained in "
+                f"{rec['train_seconds']:.0f} s")
     by = ", ".join(f"{k}: {v['accuracy']:.3f} (n={v['n']})" for k, v in rec["test_accuracy_by_attractors"].items())
     return (f"held-out accuracy {rec['test_accuracy']:.4f} ({rec['split']['test']} sentences; validation "
             f"{rec['val_accuracy']:.4f}); by attractors {by}; {rec['steps']} steps on {rec['train_examples']} "

@@ -133,3 +133,21 @@ def test_attribute_takes_method_params(capsys):
     assert "--param names alti, which is not among --method decompx,lime" in capsys.readouterr().err
     assert main(args + ["--param", "decompx.bias_split=cls"]) == 2
     assert "bias_split" in capsys.readouterr().err
+
+
+def test_prepare_prints_a_line_for_every_task_model(monkeypatch, tmp_path, capsys):
+    """`attrbench prepare` with no --models names every shipped task model (merging is stubbed: its record is what
+    is printed), the shortcut model with its clean accuracy and the reliance recorded for each planted variant."""
+    import attrbench.cli as cli
+    from attrbench.models.training.tasks import TASK_MODELS, training_record
+
+    monkeypatch.setattr(cli, "task_model_folder", lambda name: tmp_path / name)
+    assert main(["prepare"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    named = [line for line in lines if not line.startswith(" ")]
+    assert [line.split(":")[0] for line in named] == list(TASK_MODELS)
+    shortcut = next(line for line in named if line.startswith("minilm-l6-sst2-shortcut:"))
+    record = training_record("minilm-l6-sst2-shortcut")
+    assert f"SST-2 dev accuracy {record['dev_accuracy']:.4f}" in shortcut
+    for variant, reliance in record["reliance"].items():
+        assert f"{variant} {reliance['follows_shortcut']:.1%} (n={reliance['n']})" in shortcut
