@@ -297,11 +297,25 @@ def cmd_eval(args) -> None:
 
     with pd.option_context("display.width", 200, "display.max_columns", 20):
         print(table(records).round(4).to_string(index=False))
-    undefined = sum(r.get("n_undefined", 0) for r in records)
+    undefined = _undefined_line(records)
     if undefined:
-        print(f"\n{undefined} per-example values were undefined (e.g. constant scores: no Spearman) and are "
-              "counted in n_undefined, not in the mean.")
+        print(f"\n{undefined}")
     print(f"\nresults: {path} (+ .csv)")
+
+
+def _undefined_line(records: list[dict]) -> str:
+    """Which metrics had undefined per-example values, and how many; a metric undefined on every example for every
+    method is named as not applying to these examples (agreement attractors on a dataset without any)."""
+    counts: dict[str, list[int]] = {}
+    for r in records:
+        name = f"{r['eval']} {r['metric']}"
+        total = counts.setdefault(name, [0, 0])
+        total[0] += r.get("n_undefined", 0)
+        total[1] += r.get("n", 0)
+    parts = [f"{name} {missing}" + (" (on every example: it does not apply to them)" if not defined else "")
+             for name, (missing, defined) in counts.items() if missing]
+    return ("undefined per-example values (e.g. a constant score has no Spearman), counted in n_undefined and not in "
+            f"the mean: {'; '.join(parts)}.") if parts else ""
 
 
 def cmd_run(args) -> None:

@@ -151,3 +151,13 @@ def test_prepare_prints_a_line_for_every_task_model(monkeypatch, tmp_path, capsy
     assert f"SST-2 dev accuracy {record['dev_accuracy']:.4f}" in shortcut
     for variant, reliance in record["reliance"].items():
         assert f"{variant} {reliance['follows_shortcut']:.1%} (n={reliance['n']})" in shortcut
+
+
+def test_eval_names_the_metrics_with_undefined_values(task_models, capsys, tmp_path):
+    """The footnote under `attrbench eval`'s table says which metric had undefined values and how many; one that
+    applies to no example (attractors on planted shortcuts) is named as such, not blamed on constant scores."""
+    model = str(task_models["root"] / "sst2")
+    assert main(["eval", "--model", model, "--method", "grad_l2", "--eval", "ground_truth", "--dataset",
+                 "sst2-shortcut", "--n", "2", "--out", str(tmp_path)]) == 0
+    footnote = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("undefined"))
+    assert footnote.endswith(": ground_truth above_attractors 2 (on every example: it does not apply to them).")

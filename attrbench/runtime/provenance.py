@@ -34,7 +34,7 @@ def provenance(adapter, **options) -> dict:
 
 def table(records: list[dict]):
     frame = pd.DataFrame(records)
-    if "ci" in frame:  # the 95 % bootstrap CI (None where it does not exist: n < 2)
+    if "ci" in frame:  # the 95 % Student-t CI of the mean (None where it does not exist: n < 2)
         frame["ci_low"] = [None if ci is None else ci[0] for ci in frame["ci"]]
         frame["ci_high"] = [None if ci is None else ci[1] for ci in frame["ci"]]
     return frame[[c for c in TABLE_COLUMNS if c in frame.columns]]
