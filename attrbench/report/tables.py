@@ -104,7 +104,8 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
     0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet (the verdicts are
     then among the methods computed, and the findings say so). Until they catch up they are in no statistic,
     finding or figure: a method on a few examples is beaten by none and would sit in the top group, and a floor
-    on a few examples would separate nothing. The report says how far each is instead."""
+    on a few examples would separate nothing. The report says how far each is instead. A floor planned on a
+    table's first examples only (a config's ``floor_n``) is complete on those."""
     sizes: dict[tuple, dict[str, int]] = {}
     planned: dict[tuple, int] = {}  # the examples a table is to have (its cell's n), where the records say
     for r in records:
@@ -114,6 +115,10 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
             planned[key] = max(planned.get(key, 0), r.get("planned_n") or 0)
     expected: dict[tuple, list[str]] = {}
     floors = set()  # the tables whose plan has a random floor
+    floor_n: dict[tuple, int] = {}  # a floor planned on fewer examples than its table (a config's floor_n)
+    for r in records:
+        if r["method"] == FLOOR and r.get("planned_n"):
+            floor_n[(r["model"], r["dataset"], r["eval"])] = r["planned_n"]
     for suite in plan or []:
         for cell in suite["scoring"]:
             key = (suite["model"], suite_dataset(suite), cell["eval"])
@@ -121,6 +126,8 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
             planned[key] = max(planned.get(key, 0), cell.get("n") or 0)
             if cell.get("floor"):
                 floors.add(key)
+                if cell["floor"].get("n") is not None:
+                    floor_n[key] = cell["floor"]["n"]
     # a method behind in a table whose other methods reached the planned n is behind in its whole suite: its
     # rows elsewhere (a metric added later, so that all have few) are a partial method's, judged nowhere yet
     behind: dict[tuple, set] = {}
@@ -134,10 +141,12 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
         methods = {m: k for m, k in counts.items() if m != FLOOR and m not in late}
         full = max(methods.values(), default=0)
         of = max(*counts.values(), planned.get(key, 0))
-        lagging = {m: (k, of) for m, k in counts.items() if k < full or m in late or not methods}  # no method:
+        floor_of = min(of, floor_n.get(key, of))  # the floor is complete on its own planned examples
+        lagging = {m: (k, floor_of if m == FLOOR else of) for m, k in counts.items()
+                   if k < (min(full, floor_of) if m == FLOOR else full) or m in late or not methods}  # no method:
         lagging.update({m: (0, of) for m in expected.get(key, []) if m not in counts})  # nothing to judge
         if key in floors and FLOOR not in counts:
-            lagging[FLOOR] = (0, of)
+            lagging[FLOOR] = (0, floor_of)
         if lagging:
             held[key] = lagging
     ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]

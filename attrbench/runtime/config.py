@@ -27,6 +27,7 @@ A config (TOML, or YAML if PyYAML is installed; ``configs/default.toml`` is the 
     [suite.eval_n]                      # optional: a smaller sample for an evaluation (e.g. an analysis)
     EVAL = N
     floor_draws = 100                   # optional: seeded draws of a sampled random floor (a budget may take fewer)
+    floor_n = 300                       # optional: the random floor on each table's first N examples only
 
 Every result row is keyed by all it depends on (``attrbench.runtime.store``), so a config may change
 between runs in one folder: a changed parameter, an added method or a larger n computes exactly the
@@ -56,7 +57,7 @@ TOP_KEYS = {"name": str, "seed": int, "dtype": str, "device": str, "budget": (st
             "batch_tokens": int, "bootstrap_resamples": int, "exclude_methods": list, "suite": list}
 SUITE_KEYS = {"model": str, "dataset": str, "n": int, "methods": (str, list), "exclude_methods": list,
               "evals": list, "split": str, "method_params": dict, "eval_params": dict, "dataset_params": dict,
-              "eval_n": dict, "floor_draws": int}
+              "eval_n": dict, "floor_draws": int, "floor_n": int}
 BUDGET_SYNTAX = "a number of seconds, or e.g. 90s, 15m, 1.5h, 1h50m"
 _BUDGET_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smh])")
 
@@ -238,6 +239,10 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
         if draws is not None and draws < 2:
             raise ConfigError(f"config key '{where}.floor_draws' must be at least 2 (a floor's Monte-Carlo error "
                               "needs two draws)")
+        floor_n = entry.get("floor_n")
+        if floor_n is not None and floor_n < 1:
+            raise ConfigError(f"config key '{where}.floor_n' must be a whole number of at least 1 (leave it out for "
+                              "the floor on every example)")
         config["suite"].append({"model": entry["model"], "dataset": dataset, "n": n, "methods": methods,
                                 **({"exclude_methods": list(excluded)} if excluded else {}),
                                 "evals": list(entry["evals"]), "split": entry.get("split"),
@@ -245,7 +250,8 @@ def validate_config(raw: dict, source: str = "<config>") -> dict:
                                 "eval_params": entry.get("eval_params", {}),
                                 "dataset_params": entry.get("dataset_params", {}),
                                 "eval_n": entry.get("eval_n", {}),
-                                **({"floor_draws": draws} if draws is not None else {})})
+                                **({"floor_draws": draws} if draws is not None else {}),
+                                **({"floor_n": floor_n} if floor_n is not None else {})})
     return config
 
 

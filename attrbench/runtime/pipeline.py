@@ -208,7 +208,9 @@ def describe(plan: SuitePlan) -> dict:
             "examples": [[e.id, example_tag(e)] for e in plan.examples],
             "scoring": [{"eval": e.name, "eval_params": e.get_params(), "eval_key": e.key,
                          "n": len(plan.sample_for(e)),
-                         "floor": {"key": e.floor_key, "draws": e.floor_draws} if plan.has_floor(e) else None,
+                         "floor": {"key": e.floor_key, "draws": e.floor_draws,
+                                   **({"n": len(plan.floor_sample_for(e))} if plan.suite.floor_n is not None else {})}
+                         if plan.has_floor(e) else None,
                          "methods": [{"name": m.name, "params": m.get_params(), "key": m.key, "family": m.family}
                                      for m in methods]} for e, methods in plan.scoring],
             "analyses": [{"eval": e.name, "eval_params": e.get_params(), "key": plan.analysis_key(e)}
@@ -279,9 +281,11 @@ def floor_records(suite: dict, cell: dict, evaluation, store: Store, covered: li
     if not evaluation.has_floor:
         return []
     floor_key = (cell.get("floor") or {}).get("key", evaluation.floor_key)
+    planned = (cell.get("floor") or {}).get("n", cell["n"])  # a config's floor_n: the first examples only
     examples = suite["examples"][:cell["n"]]
-    keys = [key(cell["eval_key"], floor_key, examples[k][0], examples[k][1]) for k in covered]
-    rows = store.get(keys)
+    keys = [key(cell["eval_key"], floor_key, examples[k][0], examples[k][1]) if k < planned else None
+            for k in covered]
+    rows = store.get([k for k in keys if k is not None])
     present = [j for j, k in enumerate(keys) if k in rows]
     if not present:
         return []
@@ -299,7 +303,7 @@ def floor_records(suite: dict, cell: dict, evaluation, store: Store, covered: li
             **summary(values), "seed": suite["seed"], "example_ids": [examples[covered[j]][0] for j in present],
             "values": values, **({"higher_is_better": evaluation.higher_is_better[metric]}
                                  if metric in evaluation.higher_is_better else {}),
-            **suite["notes"], "sample_size": len(present), "planned_n": cell["n"], **extra})
+            **suite["notes"], "sample_size": len(present), "planned_n": planned, **extra})
     return records
 
 

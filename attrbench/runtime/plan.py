@@ -49,6 +49,9 @@ class Suite:
     ``baseline`` (leaderboard runs): put the random floor in every table whose evaluation declares one (the
     metric's expectation under a uniformly random attribution: ``Evaluation.floor``), and the one-draw ``random``
     method in the other faithfulness tables; ``methods = "all"`` then leaves ``random`` out (name it to keep it).
+    ``floor_n`` puts the floor on the first ``floor_n`` examples of each table only: a sampled floor is costly
+    (soft erasure's takes as many model inputs as 100 methods'), and a method is compared with it on their common
+    examples.
     """
 
     model: str
@@ -66,6 +69,7 @@ class Suite:
     example_ids: Optional[tuple[str, ...]] = None
     baseline: bool = False
     floor_draws: Optional[int] = None  # seeded draws of a sampled floor (None: the evaluation's, 100)
+    floor_n: Optional[int] = None  # the floor on each table's first floor_n examples (None: on all of them)
 
     @classmethod
     def from_config(cls, entry: dict) -> "Suite":
@@ -74,7 +78,7 @@ class Suite:
                    methods if isinstance(methods, str) else tuple(methods), entry.get("n"), entry.get("split"),
                    tuple(entry.get("exclude_methods", ())), entry.get("method_params") or {},
                    entry.get("eval_params") or {}, entry.get("dataset_params") or {}, entry.get("eval_n") or {},
-                   baseline=True, floor_draws=entry.get("floor_draws"))
+                   baseline=True, floor_draws=entry.get("floor_draws"), floor_n=entry.get("floor_n"))
 
 
 def configured(plugins, names: Sequence[str], params: Optional[dict] = None, shared: Optional[dict] = None) -> list:
@@ -174,6 +178,13 @@ class SuitePlan:
     def has_floor(self, evaluation: Evaluation) -> bool:
         return evaluation.key in self.floors
 
+    def floor_sample_for(self, evaluation: Evaluation) -> list[Example]:
+        """The examples of an evaluation that get its floor's rows: its sample's first ``floor_n`` (none: no floor)."""
+        if not self.has_floor(evaluation):
+            return []
+        sample = self.sample_for(evaluation)
+        return sample if self.suite.floor_n is None else sample[:self.suite.floor_n]
+
     def _lookup(self) -> dict[str, dict]:
         """Evaluations and methods by key, and whether each evaluation has floor rows, made once: a key is built from
         the plugin's parameters on every read, and a job looks them up for each of its rows."""
@@ -204,22 +215,25 @@ class SuitePlan:
 
     def rows(self) -> list[tuple[Evaluation, Optional[Method | str], Example, str]]:
         """Every scoring row of the suite: (evaluation, method (None for the shared row, the floor's key for the
-        floor's), example, key)."""
+        floor's, on :meth:`floor_sample_for` only), example, key)."""
         out = []
         for evaluation, methods in self.scoring:  # each key's parts made once per cell and per example
             eval_key, cells = evaluation.key, [(m, method_key(m)) for m in self.cells(evaluation, methods)]
-            for example in self.sample_for(evaluation):
+            floored = len(self.floor_sample_for(evaluation))
+            for k, example in enumerate(self.sample_for(evaluation)):
                 tag = example_tag(example)
                 out += [(evaluation, method, example, row_key(self.weights, self.dtype, self.dataset, self.split,
-                                                              eval_key, key, example.id, tag)) for method, key in cells]
+                                                              eval_key, key, example.id, tag))
+                        for method, key in cells if k < floored or not isinstance(method, str)]
         return out
 
     def rows_per_example(self) -> list[int]:
         """How many scoring rows each example has, in sampling order (an evaluation's sample is a prefix)."""
         counts = [0] * len(self.examples)
         for evaluation, methods in self.scoring:
+            floored = len(self.floor_sample_for(evaluation))
             for k in range(len(self.sample_for(evaluation))):
-                counts[k] += len(self.cells(evaluation, methods))
+                counts[k] += len(self.cells(evaluation, methods)) - (self.has_floor(evaluation) and k >= floored)
         return counts
 
     def analysis_key(self, evaluation: Evaluation) -> str:

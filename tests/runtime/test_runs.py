@@ -257,6 +257,44 @@ def test_a_config_may_draw_fewer_floor_draws_and_they_key_the_floor_rows(config_
         read_config(config_file)
 
 
+def test_a_config_may_put_the_floor_on_its_first_examples_only(config_file, tmp_path):
+    """floor_n: the floor rows of the first floor_n examples of each table and no others; the floor's records say
+    so (n and planned n), a floor complete on them holds nothing back, and a larger floor_n computes the added
+    examples' floor rows alone. Less than one is refused."""
+    from attrbench.report.tables import still_computing
+
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["naopc", "erasure_aopc"], methods=["alti"], n=4, floor_n=2)
+    run_dir = tmp_path / "run"
+    run_leaderboard(config, run_dir, progress=False)
+    db = sqlite3.connect(run_dir / "store.sqlite")
+    floored = db.execute("SELECT eval, COUNT(*) FROM results WHERE method LIKE 'floor%' GROUP BY eval").fetchall()
+    assert sorted(n for _, n in floored) == [2, 2]
+    records, meta = collect(run_dir)
+    floors = [r for r in records if r["method"] == "random_floor"]
+    methods = [r for r in records if r["method"] == "alti"]
+    assert floors and all(r["sample_size"] == 2 and r["planned_n"] == 2 for r in floors)
+    assert methods and all(r["sample_size"] == 4 for r in methods)
+    first = [e for e, _ in meta["plan"][0]["examples"][:2]]
+    assert all(r["example_ids"] == first for r in floors)
+    assert still_computing(records, meta["plan"])[1] == {}
+    config["suite"][0]["floor_n"] = 3
+    again = run_leaderboard(config, run_dir, progress=False)
+    assert again["rows"] == 2 and again["attributions"] == 0  # one example's floor rows, of both evaluations
+    records, meta = collect(run_dir)
+    assert {r["sample_size"] for r in records if r["method"] == "random_floor"} == {3}
+    config["suite"][0]["floor_n"] = 4  # planned, not computed: the floor is held back with how far it is
+    run_leaderboard(config, run_dir, progress=False, budget=1e-9)
+    records, meta = collect(run_dir)
+    held = still_computing(records, meta["plan"])[1]
+    assert {method: counts for table in held.values() for method, counts in table.items()} == {
+        "random_floor": (3, 4)}
+    section = "[suite.eval_params.naopc]"
+    Path(config_file).write_text(Path(config_file).read_text().replace(section, f"floor_n = 0\n{section}"))
+    with pytest.raises(ConfigError, match="floor_n' must be a whole number of at least 1"):
+        read_config(config_file)
+
+
 def test_floor_rows_join_a_published_folder_that_predates_them(config_file, tmp_path, monkeypatch):
     """--extend of a folder computed without floors (its tables had the one-draw random method) computes only the
     floor rows, on its examples, with no attribution and no example priced again; a stored plan that does not
