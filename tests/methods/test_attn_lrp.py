@@ -157,10 +157,15 @@ def test_a_padded_batch_records_each_texts_own_sinks(name):
     texts[2] = texts[2] if adapter.causal else texts[2].replace("are", adapter.tokenizer.mask_token)
     results = ATTN_LRP(adapter, texts, target="contrast:are/is")
     assert len({len(r.tokens) for r in results}) == 3  # padded: the batch is really mixed
+    # a model that softmaxes in float32 even in float64 (OPT, Llama in transformers) is float32-exact there: a
+    # padded batch's float64 logits may round to other float32 values than the text's alone (CPU-dependent)
+    # (the decomposition's tolerance for such models, FLOAT32_INTERNALS_TOLERANCE, is the same 1e-6)
+    float32_exact = bool(adapter.architecture.float32_internals)
     for text, result in zip(texts, results):
         logit, words, others, biases, leaks = _conservation_terms(adapter, text, "contrast:are/is")
         sinks = result.meta["axiom"]["sinks"]
-        assert result.values.sum() == pytest.approx(words, abs=1e-10)
+        assert result.values.sum() == pytest.approx(words, abs=1e-6 if float32_exact else 1e-10)
         np.testing.assert_allclose([sinks["other_embeddings"], sinks["biases"], sinks["softmax"]],
-                                   [others, biases, leaks], rtol=1e-9, atol=1e-12)
-        assert result.meta["axiom"]["passes"] and result.meta["axiom"]["expected"] == pytest.approx(logit, rel=1e-12)
+                                   [others, biases, leaks], rtol=1e-9, atol=1e-6 if float32_exact else 1e-12)
+        assert result.meta["axiom"]["passes"] and result.meta["axiom"]["expected"] == pytest.approx(
+            logit, rel=1e-12, abs=1e-6 if float32_exact else 0.0)

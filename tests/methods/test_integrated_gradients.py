@@ -40,7 +40,8 @@ def test_refines_where_the_fixed_rule_is_incomplete(name):
     assert fixed.meta["relative_delta"] > 0.05 and not fixed.meta["converged"] and not fixed.meta["axiom"]["passes"]
     refined = IG.with_params(n_steps=2)(adapter, [text], target="token:are")[0]
     assert refined.meta["segments"] > 1 and refined.meta["n_steps"] > 2 and refined.meta["converged"]
-    assert refined.meta["relative_delta"] <= refined.meta["segment_delta"] <= 0.05
+    # the gaps' sum bounds the total gap (triangle inequality), equal to it when all have one sign: up to rounding
+    assert refined.meta["relative_delta"] <= refined.meta["segment_delta"] * (1 + 1e-12) <= 0.05
     assert refined.meta["axiom"]["passes"]
 
 

@@ -119,6 +119,9 @@ def test_pooled_passes_of_several_texts_equal_each_text_alone(name):
     batch = adapter.encode(texts)
     assert len(set(batch.lengths)) == 3
     pooled = value_zeroing_batch(adapter, batch, batch_size=5)
+    # a model that softmaxes in float32 even in float64 (OPT, Llama in transformers) is float32-exact there: a padded
+    # pass's float64 scores may round to other float32 values than the text's alone (CPU-dependent)
+    atol = 1e-6 if adapter.architecture.float32_internals else 1e-10
     for b, n in enumerate(batch.lengths):
         np.testing.assert_allclose(pooled[b], value_zeroing_maps(adapter, batch.input_ids[b, :n].tolist()),
-                                   atol=1e-10)
+                                   atol=atol)
