@@ -134,10 +134,15 @@ def computing_line(held: dict[tuple, dict[str, tuple[int, int]]]) -> str:
         merged.setdefault((model, dataset, tuple(sorted(lagging.items()))), []).append(eval_name)
     parts = []
     for (model, dataset, lagging), evals in merged.items():
-        of = max(n for _, (_, n) in lagging)
+        # the table's examples, and the floor's own where a config planned it on fewer (floor_n)
+        of = max((n for m, (_, n) in lagging if m != FLOOR), default=None)
+
+        def floor_words(k: int, n: int) -> str:
+            return "the random floor " + (f"on {k:,}" if k else "not started") + (f" of {n:,}" if n != of else "")
+
         if len(lagging) <= 3:
-            what = ", ".join(f"{'the random floor' if m == FLOOR else m} " + (f"on {k:,}" if k else "not started")
-                             for m, (k, _) in lagging)
+            what = ", ".join(floor_words(k, n) if m == FLOOR else f"{m} " + (f"on {k:,}" if k else "not started")
+                             for m, (k, n) in lagging)
         else:
             methods = [(m, k) for m, (k, _) in lagging if m != FLOOR]
             started = sorted({k for _, k in methods if k})
@@ -146,9 +151,9 @@ def computing_line(held: dict[tuple, dict[str, tuple[int, int]]]) -> str:
             what = ", ".join(([f"{waiting} not started"] if waiting else []) + (
                 [f"{len(methods) - waiting} on {span}"] if started else []))
             floor = dict(lagging).get(FLOOR)
-            what = f"{len(methods)} methods ({what})" + (
-                "" if floor is None else ", the random floor " + (f"on {floor[0]:,}" if floor[0] else "not started"))
-        parts.append(f"{suite_title(model, dataset)} ({', '.join(evals)}), {of:,} examples: {what}")
+            what = f"{len(methods)} methods ({what})" + ("" if floor is None else ", " + floor_words(*floor))
+        parts.append(f"{suite_title(model, dataset)} ({', '.join(evals)})"
+                     + (f", {of:,} examples: " if of is not None else ": ") + what)
     return "; ".join(parts) + " (left out of the verdicts until complete)"
 
 

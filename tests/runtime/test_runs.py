@@ -261,6 +261,7 @@ def test_a_config_may_put_the_floor_on_its_first_examples_only(config_file, tmp_
     """floor_n: the floor rows of the first floor_n examples of each table and no others; the floor's records say
     so (n and planned n), a floor complete on them holds nothing back, and a larger floor_n computes the added
     examples' floor rows alone. Less than one is refused."""
+    from attrbench.report.documents import computing_line
     from attrbench.report.tables import still_computing
 
     config = read_config(config_file)
@@ -289,6 +290,8 @@ def test_a_config_may_put_the_floor_on_its_first_examples_only(config_file, tmp_
     held = still_computing(records, meta["plan"])[1]
     assert {method: counts for table in held.values() for method, counts in table.items()} == {
         "random_floor": (3, 4)}
+    assert computing_line(held).endswith("(naopc, erasure_aopc): the random floor on 3 of 4 (left out of the verdicts "
+                                         "until complete)")
     section = "[suite.eval_params.naopc]"
     Path(config_file).write_text(Path(config_file).read_text().replace(section, f"floor_n = 0\n{section}"))
     with pytest.raises(ConfigError, match="floor_n' must be a whole number of at least 1"):
