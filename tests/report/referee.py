@@ -13,10 +13,10 @@ FLOOR = "random_floor"
 
 
 def complete(records: list[dict]) -> list[dict]:
-    """The records a report may judge: of each table (model, dataset, evaluation) the methods (and floor) with rows
-    on as many examples as its most complete method (the floor is not a method; no floor where no method has
-    rows), leaving out everywhere in a suite a method that is behind in a table whose others reached its planned
-    n."""
+    """The records a report may judge: of each table (model, dataset, evaluation) the methods with rows on as many
+    examples as its most complete method, and the floor with rows on as many or on all it is planned on (a config's
+    ``floor_n``: its own planned n); the floor is not a method, and there is no floor where no method has rows.
+    Left out everywhere in a suite: a method that is behind in a table whose others reached its planned n."""
     rows: dict[tuple, dict[str, int]] = {}
     planned: dict[tuple, int] = {}
     for r in records:
@@ -35,7 +35,8 @@ def complete(records: list[dict]) -> list[dict]:
         if "example_ids" in r:
             skip = late.get(key[:2], set())
             best = max((n for m, n in rows[key].items() if m != FLOOR and m not in skip), default=0)
-            if r["method"] in skip or not best or len(r["example_ids"]) < best:
+            need = min(best, r.get("planned_n") or best) if r["method"] == FLOOR else best
+            if r["method"] in skip or not best or len(r["example_ids"]) < need:
                 continue
         out.append(r)
     return out

@@ -38,6 +38,7 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
         leave_out = {referee.FLOOR, table.get("reference"), *same}
         values = referee.table_values(records, model, dataset, metric, leave_out)
         floor = referee.table_values(records, model, dataset, metric).get(referee.FLOOR)
+        assert (floor is not None) == ("floor" in table), f"{title}: the referee and the report judge different floors"
         ruling = referee.verdicts(values, table["higher_is_better"], floor)
         for pair in table.get("pairs", {}).values():  # every pair of the table, not only the ones a sentence names
             assert pair["better"] == ruling["separated"][frozenset(pair["pair"])], pair["pair"]
@@ -100,6 +101,18 @@ def test_a_referee_agrees_with_a_fresh_runs_findings(tmp_path):
            "10 examples)" in leaderboard
     assert "against the random floor" not in "\n".join(findings_of(leaderboard))
     assert "grad_l2" not in "\n".join(findings_of(leaderboard))
+    assert check(tmp_path / "run") >= 1
+
+
+def test_a_referee_judges_a_floor_planned_on_the_first_examples_only(tmp_path):
+    """``floor_n``: the floor on 6 of a table's 10 examples is complete on its 6, and its verdicts (each method
+    against it on their 6 common examples) are the referee's."""
+    path = tmp_path / "tiny.toml"
+    path.write_text(REPORT_CONFIG.replace("n = 10\n", "n = 10\nfloor_n = 6\n"))
+    run_leaderboard(read_config(path), tmp_path / "run", progress=False)
+    write_report(tmp_path / "run")
+    naopc = json.loads((tmp_path / "run" / "statistics.json").read_text())["tiny-gpt2 · sva-generated · naopc"]
+    assert naopc["pair_n"] == [10, 10] and {row["n"] for row in naopc["floor"].values()} == {6}
     assert check(tmp_path / "run") >= 1
 
 
