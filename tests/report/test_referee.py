@@ -24,7 +24,8 @@ def findings_of(leaderboard: str) -> list[str]:
 
 
 def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comprehensiveness") -> int:
-    """Recompute every suite's headline verdicts from the rows and compare; returns how many suites were checked."""
+    """Recompute every suite's headline verdicts from the rows and compare, and each robustness metric's methods not
+    better than (and worse than) the random floor; returns how many suites were checked."""
     records = referee.complete(collect(run_dir)[0])
     statistics = json.loads((run_dir / "statistics.json").read_text())
     findings = findings_of((run_dir / "leaderboard.md").read_text())
@@ -54,6 +55,18 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
                 assert claims["floor_better_named"] == {m for m, v in ruling["floor"].items() if v == "better"}
             assert claims["floor_level"] == {m for m, v in ruling["floor"].items() if v == "not separated"}
             assert claims["floor_worse"] == {m for m, v in ruling["floor"].items() if v == "worse"}
+        for entry in statistics.get(f"{model} · {dataset} · robustness", []):  # each metric's floor lists
+            eval_name = next(e.name for e in EVALS.all() if entry["metric"] in (e.metric_names or {}))
+            own = statistics.get(f"{model} · {dataset} · {eval_name}", {})
+            higher = next(r["higher_is_better"] for r in records if (r["model"], r["dataset"], r["eval"], r["metric"])
+                          == (model, dataset, eval_name, entry["metric"]))
+            rows = referee.table_values(records, model, dataset, entry["metric"])
+            ruled = {} if referee.FLOOR not in rows else referee.verdicts(referee.table_values(
+                records, model, dataset, entry["metric"], {referee.FLOOR, own.get("reference"), *same}), higher,
+                rows[referee.FLOOR])["floor"]
+            not_better = {m for m, v in ruled.items() if v != "better"}
+            assert set(entry["not_better_than_floor"]) == not_better, entry["metric"]
+            assert set(entry["worse_than_floor"]) == {m for m, v in ruled.items() if v == "worse"}, entry["metric"]
         claimed = referee.robustness_sentence(findings, f"{model} · {dataset}")
         if claimed is not None:  # every metric it names, recomputed: its top group, and whether it has a verdict
             names = {name: (e.name, key) for e in EVALS.all() for key, name in (e.metric_names or {}).items()}
