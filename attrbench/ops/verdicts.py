@@ -23,6 +23,7 @@ baycomp's three probabilities; :func:`bayes_signed_rank` computes them as baycom
 """
 from __future__ import annotations
 
+import gc
 import math
 import warnings
 from itertools import combinations
@@ -98,7 +99,11 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
         return []
     from statsmodels.stats.multitest import multipletests  # heavy: only when a table is compared
 
-    return [float(p) for p in multipletests(list(pvalues), alpha=alpha, method="holm")[1]]
+    gc.freeze()  # its Holm branch calls gc.collect() (statsmodels PR #8671): a full pass over a report's heap per call
+    try:
+        return [float(p) for p in multipletests(list(pvalues), alpha=alpha, method="holm")[1]]
+    finally:
+        gc.unfreeze()
 
 
 def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA) -> dict:

@@ -2,15 +2,18 @@
 leaderboard's sample sizes, ranks that claim only what the data can show, the critical difference by hand,
 agreement intervals, sample sizes from power."""
 import math
+import warnings
 
 import numpy as np
 import pytest
-from scipy.stats import studentized_range
+from scipy.stats import kendalltau, studentized_range
 
 from attrbench.ops.stats import (
     agreement_interval,
     critical_difference,
     interval,
+    kendall_tau_b,
+    mean_taus,
     median_iqr,
     minimum_n,
     rank_methods,
@@ -95,6 +98,27 @@ def test_agreement_interval_holds_the_truth():
     other = agreement_interval({"A": a, "B": shuffled}, "A", "B", resamples=300)
     assert other["ci"][0] < same["ci"][0]
     assert agreement_interval({"A": {"x": [1.0]}, "B": {"x": [1.0]}}, "A", "B") is None
+
+
+def test_the_vectorised_kendall_tau_is_scipys_to_the_bit():
+    """Many rows at once, with ties, constant rows and NaN: exactly scipy's kendalltau (tau-b) per row, and the
+    bootstrap helper exactly a loop of scipy calls on the resampled means."""
+    rng = np.random.default_rng(7)
+    x, y = rng.integers(0, 4, (300, 9)).astype(float), rng.normal(size=(300, 9))
+    y[::3] = np.round(y[::3])  # ties in both
+    x[5], y[6], x[7, 2] = 1.0, 2.0, np.nan  # constant rows and a NaN
+    expected = [kendalltau(a, b).statistic for a, b in zip(x, y)]
+    got = kendall_tau_b(x, y)
+    assert np.isnan(got[[5, 6, 7]]).all() and np.isnan(expected[5]) and np.isnan(expected[7])
+    assert np.array_equal(got, np.array(expected), equal_nan=True)
+    a, b = rng.normal(size=(7, 40)), rng.normal(size=(7, 40))
+    a[2, :38] = np.nan  # some resamples draw none of its two defined examples: that tau is NaN
+    rows = rng.integers(0, 40, (150, 40))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loop = np.array([kendalltau(np.nanmean(a[:, r], 1), np.nanmean(b[:, r], 1)).statistic for r in rows])
+    assert 0 < np.isnan(loop).sum() < len(rows)
+    assert np.array_equal(mean_taus(a, rows, b, rows, chunk=16), loop, equal_nan=True)
 
 
 def test_required_n_grows_as_the_effect_shrinks_and_identical_pairs_never_separate():
