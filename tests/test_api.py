@@ -255,16 +255,19 @@ def test_a_run_shows_itself_in_one_line_and_a_published_folder_is_reported_elsew
     shown = repr(run)
     assert len(shown) < 400 and "\n" not in shown and "'default'" in shown, shown
     before = {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()}
-    monkeypatch.chdir(tmp_path)
-    paths = run.report()  # a published folder: its documents are left as they are
-    assert paths["leaderboard"].resolve() == (tmp_path / "attrbench-reports" / "default" / "leaderboard.md")
-    assert {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()} == before
     # the same rows give the same bytes: a second rendering, in another process (another order of its sets: a
-    # hash seed of its own), changes nothing, figures and page included
+    # hash seed of its own), changes nothing, figures and page included; it runs beside this one
     script = (f"import attrbench; attrbench.load_run({str(REPORTS / 'default')!r})"
               f".report(out={str(tmp_path / 'again')!r})")
-    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
-                   env={**os.environ, "PYTHONHASHSEED": "12345"})
+    log = tmp_path / "again.log"
+    with log.open("wb") as sink:
+        other = subprocess.Popen([sys.executable, "-c", script], stdout=sink, stderr=subprocess.STDOUT,
+                                 env={**os.environ, "PYTHONHASHSEED": "12345"})
+        monkeypatch.chdir(tmp_path)
+        paths = run.report()  # a published folder: its documents are left as they are
+        assert other.wait() == 0, log.read_text()[-2000:]
+    assert paths["leaderboard"].resolve() == (tmp_path / "attrbench-reports" / "default" / "leaderboard.md")
+    assert {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()} == before
     again = {"html": tmp_path / "again" / "report.html"}
     first, second = (sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
                      for folder in (paths["html"].parent, again["html"].parent))
