@@ -166,6 +166,25 @@ def test_the_readmes_findings_are_the_published_statistics():
     sufficiency = re.search(r"every suite \(`(\w+)`, `(\w+)`, `(\w+)`\)", found).groups()
     assert [panel[suite]["naopc_sufficiency"] for suite in tops] == [[m] for m in sufficiency]
     assert all(top != other for top, other in zip(tops.values(), sufficiency))  # "another method"
+    floor = re.search(r"Against the random floor \(the expected score of a random attribution on each of the "
+                      r"first (\d+) SST-2 sentences, Holm over the methods\), (\d+) of the (\d+) methods on SST-2 are "
+                      r"better by NAOPC comprehensiveness; `(\w+)` is not separated from it and is better under none "
+                      r"of the (\d+) faithfulness metrics; `(\w+)` is worse \(it wins on (\d+) % of the sentences, "
+                      r"Holm p = ([\d.]+)\), and worse under (\d+) of the (\d+)\.", found)
+    assert floor, "the README no longer says how the methods on SST-2 stand against the random floor"
+    sst2 = "minilm-l6-sst2 · sst2"
+    table, votes = full[f"{sst2} · naopc"], [e for e in full[f"{sst2} · robustness"] if e["vote"]]
+    verdicts = {m: row["verdict"] for m, row in table["floor"].items()}
+    assert {row["n"] for row in table["floor"].values()} == {int(floor[1])} == {table["floor_summary"]["n"]}
+    assert (sum(v == "better" for v in verdicts.values()), table["k"]) == (int(floor[2]), int(floor[3]))
+    level, worse = floor[4], floor[6]
+    assert [m for m, v in verdicts.items() if v != "better"] == sorted([level, worse], key=list(verdicts).index)
+    assert verdicts[level] == "not separated" and len(votes) == int(floor[5]) == int(floor[10])
+    assert all(level in e["not_better_than_floor"] for e in votes)
+    row = table["floor"][worse]
+    assert verdicts[worse] == "worse" and round(100 * row["win_rate"]) == int(floor[7])
+    assert f"{row['p_holm']:.2g}" == floor[8]
+    assert sum(worse in e["worse_than_floor"] for e in votes) == int(floor[9])
     named = re.search(r"\(n = (\d+) per suite\) (.+?) are not better than a random attribution", found)
     for suite in list(suites.values())[:2]:
         table = default[f"{suite} · naopc"]
