@@ -268,9 +268,9 @@ def test_a_run_shows_itself_in_one_line_and_a_published_folder_is_reported_elsew
         assert other.wait() == 0, log.read_text()[-2000:]
     assert paths["leaderboard"].resolve() == (tmp_path / "attrbench-reports" / "default" / "leaderboard.md")
     assert {path: path.read_bytes() for path in (REPORTS / "default").rglob("*") if path.is_file()} == before
-    again = {"html": tmp_path / "again" / "report.html"}
+    here, again = paths["html"].parent, tmp_path / "again"
     first, second = (sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file())
-                     for folder in (paths["html"].parent, again["html"].parent))
+                     for folder in (here, again))
     assert first == second and len([p for p in first if p.suffix == ".png"]) >= 6
     for name in first:
-        assert (paths["html"].parent / name).read_bytes() == (again["html"].parent / name).read_bytes(), name
+        assert (here / name).read_bytes() == (again / name).read_bytes(), name
