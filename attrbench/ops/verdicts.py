@@ -81,9 +81,7 @@ def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_i
         ranks = sst.rankdata(np.abs(nonzero))
         plus, minus = ranks[nonzero > 0].sum(), ranks[nonzero < 0].sum()
         out["rank_biserial"] = float((plus - minus) / (plus + minus))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            out["p_wilcoxon"] = float(sst.wilcoxon(nonzero).pvalue)
+        out["p_wilcoxon"] = wilcoxon_p(nonzero)
         out["p_sign"] = float(sst.binomtest(wins, wins + losses, 0.5).pvalue)
     sign = n and ties / n > TIES_DOMINATE
     out["test"] = "sign" if sign else "wilcoxon"
@@ -91,6 +89,26 @@ def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_i
     # the direction the verdict reads: the sign test's wins against losses, or the signed ranks' balance
     out["direction"] = float(np.sign(wins - losses)) if sign else float(np.sign(out["rank_biserial"]))
     return out
+
+
+def _positive_rank_sum(d: np.ndarray, axis: int = -1) -> np.ndarray:
+    """Wilcoxon's statistic r+ (the sum of the ranks of |d| over the positive d), vectorised over ``axis``."""
+    return np.sum((d > 0) * sst.rankdata(np.abs(d), axis=axis), axis=axis)
+
+
+def wilcoxon_p(d: np.ndarray) -> float:
+    """scipy's two-sided Wilcoxon signed-rank p of nonzero differences ``d``, the same value, sooner.
+
+    With tied |d| and at most 13 values scipy's ``wilcoxon`` runs the exact sign-flip permutation test with the
+    statistic computed one permutation at a time (about 0.3 s at 10 values); here that same ``permutation_test``
+    gets the statistic vectorised. Everywhere else it is ``wilcoxon`` itself.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        if 2 <= len(d) <= 13 and len(np.unique(np.abs(d))) < len(d):
+            return float(sst.permutation_test((d,), _positive_rank_sum, permutation_type="samples", vectorized=True,
+                                              n_resamples=9999, alternative="two-sided").pvalue)
+        return float(sst.wilcoxon(d).pvalue)
 
 
 def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:

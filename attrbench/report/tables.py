@@ -14,6 +14,8 @@ from an evaluation's name.
 """
 from __future__ import annotations
 
+import copy
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -240,7 +242,7 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
            "minimum_n": minimum_n(k), "alpha": ALPHA, "aliases": {m: v for m, v in merged.items() if v}}
     if not k or not max((sum(v is not None for v in vals) for vals in values.values()), default=0):
         return {**out, "verdict": "no examples", "order": list(values), "tier": {}, "top": []}
-    verdicts = pairwise(values, better)
+    verdicts = copy.deepcopy(_pairwise(tuple((m, tuple(v)) for m, v in values.items()), better))
     sizes = [p["n"] for p in verdicts["pairs"].values()]
     out.update(order=verdicts["order"], mean=verdicts["mean"], n_by_method=verdicts["n"],
                pairs=verdicts["pairs"], pairs_tested=verdicts["pairs_tested"], pair_n=[min(sizes), max(sizes)]
@@ -263,6 +265,13 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
         out["stability"] = best_frequency(values, better, seed=seed)
     out["required_n"] = required_n(values, verdicts["order"])
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _pairwise(values: tuple, higher_is_better: bool) -> dict:
+    """:func:`pairwise` of a table's values, computed once per content: a report tests the headline metric's
+    pairs for its table, its opening and its robustness panel alike (callers get a copy)."""
+    return pairwise({m: list(v) for m, v in values}, higher_is_better)
 
 
 def adjacent_bayes(values: dict, verdicts: dict, higher_is_better: bool, rope: float, seed: int = 0) -> list[dict]:

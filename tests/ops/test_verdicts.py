@@ -16,6 +16,7 @@ from attrbench.ops.verdicts import (
     format_p,
     pairwise,
     tiers,
+    wilcoxon_p,
 )
 
 
@@ -72,6 +73,22 @@ def test_pairwise_tests_and_holm_equal_scipy_statsmodels_and_scikit_posthocs():
         assert pair["p_wilcoxon"] == pytest.approx(stats.wilcoxon(np.array(values[a]) - values[b]).pvalue)
     holm = multipletests([p["p"] for p in pairs], method="holm")[1]
     assert [p["p_holm"] for p in pairs] == pytest.approx(list(holm))
+
+
+def test_the_signed_rank_p_is_scipys_with_and_without_ties():
+    """Tied |d| at up to 13 values take scipy's exact sign-flip permutation test with a vectorised statistic: the
+    same p as ``stats.wilcoxon``, bit for bit, as are the untied and the longer ones (scipy's own call)."""
+    rng = np.random.default_rng(3)
+    tied = 0
+    for trial in range(80):
+        n = int(rng.integers(1, 11)) if trial % 4 else int(rng.integers(11, 30))
+        d = rng.choice([-2, -1.5, -1, -0.5, 0.5, 1, 1.5, 2, 3], n) if trial % 2 else rng.normal(size=n).round(2)
+        d = d[d != 0]
+        if not len(d):
+            continue
+        tied += 2 <= len(d) <= 13 and len(np.unique(np.abs(d))) < len(d)
+        assert wilcoxon_p(d) == stats.wilcoxon(d).pvalue, d
+    assert tied >= 20
 
 
 def test_a_verdict_does_not_depend_on_the_other_methods_in_the_pool():
