@@ -16,7 +16,7 @@ import attrbench
 from attrbench.cli import EXPORT, main
 from attrbench.errors import InputError
 from attrbench.plugin import Method, MethodResult
-from attrbench.registry import METHODS
+from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.store import COMPACT, Store, export_compact
 
 
@@ -248,6 +248,24 @@ def test_a_published_run_says_what_it_is_still_computing_as_its_report_does(name
         if title in run.leaderboard:
             shown = {m.split(" (=")[0] for m in run.leaderboard[title]["method"]}
             assert not shown & set(lagging), (title, shown & set(lagging))
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_every_published_value_lies_in_its_metrics_declared_range(name):
+    """The ranges evaluations declare (``bounds``, to which a mean's interval is clipped) hold on every stored
+    value of the published runs, and no interval reaches outside them."""
+    checked = 0
+    for record in published(name).records:
+        if "values" not in record or "eval" not in record:
+            continue
+        low, high = EVALS.get(record["eval"]).bounds.get(record["metric"], (None, None))
+        if low is None and high is None:
+            continue
+        values = [v for v in record["values"] if v is not None] + list(record.get("ci") or [])
+        outside = [v for v in values if (low is not None and v < low - 1e-9) or (high is not None and v > high + 1e-9)]
+        assert not outside, (record["eval"], record["metric"], record["method"], outside[:3])
+        checked += len(values)
+    assert checked > (100_000 if name == "full" else 5_000), checked
 
 
 def test_a_run_shows_itself_in_one_line_and_a_published_folder_is_reported_elsewhere(tmp_path, monkeypatch):

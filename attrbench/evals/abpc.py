@@ -26,6 +26,7 @@ class ABPC(Evaluation):
     reference = "Achtibat et al. 2024 (AttnLRP), §4; Li et al. 2023 (M4)"
     primary_metric = "abpc"
     higher_is_better = {"abpc": True}
+    bounds = {"abpc": (-1.0, 1.0)}  # a mean difference of two probabilities
     metric_names = {"abpc": "ABPC"}
     derived = "AOPC_comp - AOPC_suff of the full removal curves (naopc's raw AOPCs with the same perturbation)"
     params = {"perturbation": Param("auto", "how features are removed: delete, mask, pad or auto (mask if the model "

@@ -20,6 +20,7 @@ class Axioms(Evaluation):
     ranked = False
     primary_metric = "passes"
     higher_is_better = {"passes": True, "residual": False}
+    bounds = {"passes": (0.0, 1.0), "residual": (0.0, None)}
     record_fields = ("axiom", "tolerance")
 
     def takes(self, method) -> bool:

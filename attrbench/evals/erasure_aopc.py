@@ -44,6 +44,7 @@ class ErasureAOPC(Evaluation):
     headline = 2
     primary_metric = "comprehensiveness_aopc"
     higher_is_better = {"comprehensiveness_aopc": True, "sufficiency_aopc": False}
+    bounds = {"comprehensiveness_aopc": (-1.0, 1.0), "sufficiency_aopc": (-1.0, 1.0)}  # mean drops of a probability
     metric_names = {"comprehensiveness_aopc": "erasure AOPC comprehensiveness",
                     "sufficiency_aopc": "erasure AOPC sufficiency"}
     robustness = ("comprehensiveness_aopc",)

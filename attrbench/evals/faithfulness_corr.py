@@ -87,6 +87,7 @@ class FaithfulnessCorr(Evaluation):
                                               "unsigned (the paper's)", choices=SIGNS, legacy="unsigned")}
     primary_metric = "spearman"
     higher_is_better = {"spearman": True}
+    bounds = {"spearman": (-1.0, 1.0)}
     metric_names = {"spearman": "Spearman with the reference attribution"}
     record_fields = ("reference", "rank", "published")
 

@@ -43,6 +43,7 @@ class GroundTruth(Evaluation):
                  "(arXiv 2502.15886, agreement evidence)")
     primary_metric = "mrr"
     higher_is_better = dict.fromkeys(METRICS, True)
+    bounds = dict.fromkeys(METRICS, (0.0, 1.0))
     metric_names = {"mrr": "ground-truth MRR", "pointing_game": "pointing game", "precision_at_k": "precision@k",
                     "mass_accuracy": "relevance mass accuracy", "above_attractors": "evidence above attractors"}
     robustness = ()  # a known answer, not one more faithfulness vote: reported apart and used to judge the metrics

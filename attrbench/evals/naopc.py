@@ -123,6 +123,7 @@ class NAOPC(Evaluation):
     headline = 0
     primary_metric = "naopc_comprehensiveness"
     higher_is_better = {"naopc_comprehensiveness": True, "naopc_sufficiency": False}
+    bounds = dict.fromkeys(higher_is_better, (0.0, 1.0))  # the bounds are widened to every ordering seen
     metric_names = {"naopc_comprehensiveness": "NAOPC comprehensiveness", "naopc_sufficiency": "NAOPC sufficiency"}
     robustness = ("naopc_comprehensiveness", "naopc_sufficiency")
     params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model "

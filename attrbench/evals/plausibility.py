@@ -26,6 +26,7 @@ class Plausibility(Evaluation):
     reference = "DeYoung et al. 2020 (ERASER); Attanasio et al. 2023 (ferret)"
     primary_metric = "auprc"
     higher_is_better = {"auprc": True, "token_f1": True, "token_iou": True}
+    bounds = {"auprc": (0.0, 1.0), "token_f1": (0.0, 1.0), "token_iou": (0.0, 1.0)}
 
     def check_examples(self, adapter, examples):
         if not any("rationale" in e.meta for e in examples):

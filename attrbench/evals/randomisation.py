@@ -144,6 +144,7 @@ class Randomisation(Evaluation):
     ranked = False
     primary_metric = "spearman_all"
     higher_is_better = {"spearman_top": False, "spearman_all": False}
+    bounds = {"spearman_top": (-1.0, 1.0), "spearman_all": (-1.0, 1.0)}
     metric_names = {"spearman_top": "Spearman with the top-randomised model",
                     "spearman_all": "Spearman with the fully randomised model"}
     record_fields = ("threshold",)

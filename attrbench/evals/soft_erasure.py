@@ -88,6 +88,8 @@ class SoftErasure(Evaluation):
     headline = 1
     primary_metric = "soft_nc"
     higher_is_better = METRICS
+    bounds = {"soft_nc": (0.0, 1.0), "soft_ns": (0.0, 1.0), "soft_comprehensiveness_raw": (-1.0, 1.0),
+              "soft_sufficiency_raw": (-1.0, 1.0)}  # clipped ratios; differences of probabilities
     metric_names = {"soft_nc": "Soft-NC", "soft_ns": "Soft-NS", "soft_comprehensiveness_raw": "soft comprehensiveness",
                     "soft_sufficiency_raw": "soft sufficiency"}
     robustness = ("soft_nc", "soft_ns")

@@ -28,6 +28,7 @@ class Timing(Evaluation):
     primary_metric = "seconds_per_example"
     higher_is_better = {"seconds_per_example": False, "peak_mb": False, "seconds_per_token": False,
                         "cost_vs_forward": False}
+    bounds = dict.fromkeys(higher_is_better, (0.0, None))
     figures = ("cost", "medians")
     cost_columns = {"seconds_per_example": ("s / example", 3), "peak_mb": ("peak MB", 0)}
     cost_metrics = {"seconds": "seconds_per_example", "forward_passes": "cost_vs_forward"}

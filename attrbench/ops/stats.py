@@ -77,13 +77,16 @@ def mean_of_defined(values, axis: int) -> list[Optional[float]]:
     return [None if c == 0 else float(s / c) for s, c in zip(sums, counts)]
 
 
-def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 0) -> dict:
+def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 0,
+             bounds: Optional[Sequence[Optional[float]]] = None) -> dict:
     """95 % Student-t interval of the mean of the defined values: ``{"ci": [lo, hi], "ci_method": "t"}``.
 
     It keeps its coverage at the small samples a budgeted leaderboard has (tested at n = 10 and 60);
     ``ci`` is None with ``ci_note`` saying why when there is no interval (fewer than 2 defined values).
-    All-equal values have the point interval [v, v]. (``seed`` and ``resamples`` are accepted for callers
-    that pass them; a t-interval draws nothing.)
+    All-equal values have the point interval [v, v]. ``bounds`` (low, high; None for no limit), the metric's
+    possible range, clips the interval: the true mean lies in the range, so what is cut off never covered it
+    and the coverage is the t-interval's (``ci_method`` "t, clipped"). (``seed`` and ``resamples`` are
+    accepted for callers that pass them; a t-interval draws nothing.)
     """
     data = np.array([v for v in values if v is not None], dtype=np.float64)
     if len(data) < 2:
@@ -91,12 +94,19 @@ def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 
     if np.ptp(data) == 0:
         return {"ci": [float(data[0])] * 2, "ci_method": "all values equal"}
     low, high = sst.t.interval(LEVEL, len(data) - 1, loc=data.mean(), scale=sst.sem(data))
-    return {"ci": [float(low), float(high)], "ci_method": "t"}
+    floor, ceiling = bounds or (None, None)
+    clipped = (floor is not None and low < floor) or (ceiling is not None and high > ceiling)
+    if clipped:
+        low, high = max(low, floor) if floor is not None else low, min(high, ceiling) if ceiling is not None else high
+    return {"ci": [float(low), float(high)], "ci_method": "t, clipped" if clipped else "t"}
 
 
-def with_intervals(records: Sequence[dict], seed: int = 0, resamples: int = 0) -> list[dict]:
-    """Records with the CI of their per-example ``values`` added (:func:`interval`)."""
-    return [{**r, **interval(r["values"])} for r in records]
+def with_intervals(records: Sequence[dict], seed: int = 0, resamples: int = 0,
+                   bounds: Optional[dict[tuple[str, str], Sequence[Optional[float]]]] = None) -> list[dict]:
+    """Records with the CI of their per-example ``values`` added (:func:`interval`), each clipped to its
+    metric's range where ``bounds`` has one for the record's (evaluation, metric)."""
+    bounds = bounds or {}
+    return [{**r, **interval(r["values"], bounds=bounds.get((r.get("eval"), r.get("metric"))))} for r in records]
 
 
 def median_iqr(values: Sequence[Optional[float]]) -> Optional[tuple[float, float, float]]:

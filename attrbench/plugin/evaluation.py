@@ -252,6 +252,9 @@ class Evaluation(Configurable):
     # -- for the report --
     primary_metric: Optional[str] = None  # the metric its tables are ranked by (default: the first)
     higher_is_better: dict[str, bool] = {}  # each metric's direction (its keys: the metrics score() gives)
+    # each metric's possible range, (low, high) with None for no limit: a mean's t-interval is clipped to it, so a
+    # small sample of a bounded metric never shows a share above 1 (the mean lies in the range: coverage unchanged)
+    bounds: dict[str, tuple[Optional[float], Optional[float]]] = {}
     derived: Optional[str] = None  # how its metric follows from another evaluation's (it is then not counted apart)
     ranked: bool = True  # whether its tables rank methods (cost is shown, not tiered)
     headline: int = 100  # which faithfulness table leads a suite's summary (lowest first)

@@ -47,7 +47,7 @@ from ..ops.verdicts import (
 from ..registry import EVALS
 from ..runtime.pipeline import suite_dataset
 
-CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t)"
+CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t, clipped to the metric's possible range)"
 RANK_NOTE = (f"group: from pairwise tests (Wilcoxon signed-rank on each pair's common examples, the sign test where "
              f"ties dominate, Holm-corrected over the table's pairs, alpha {ALPHA}): group 1 holds the methods no "
              "method beats pair by pair, group 2 the same among the rest, and so on, so a separated pair never "

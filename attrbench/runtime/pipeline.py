@@ -131,8 +131,8 @@ class Pipeline:
 
     def collect(self, plans: Sequence[SuitePlan]) -> list[dict]:
         """Records with intervals of every cell, read from the store (see :func:`records_of`)."""
-        return with_intervals([r for plan in plans for r in records_of(describe(plan), self.store)], self.seed,
-                              self.resamples)
+        records = [r for plan in plans for r in records_of(describe(plan), self.store)]
+        return with_intervals(records, self.seed, self.resamples, metric_bounds(records))
 
     def records(self, suites: Sequence[Suite], executor=None) -> list[dict]:
         """Plan, execute and collect in memory (``eval``, ``score``, the Python API): records with intervals."""
@@ -264,6 +264,15 @@ def records_of(suite: dict, store: Store) -> list[dict]:
             records += analysis_rows[analysis["key"]]["records"]
     label = suite_dataset(suite)
     return records if label == suite["dataset"] else [{**r, "dataset": label} for r in records]
+
+
+def metric_bounds(records: Sequence[dict]) -> dict[tuple[str, str], tuple]:
+    """Each (evaluation, metric) of ``records`` whose evaluation declares the metric's range (``bounds``)."""
+    out = {}
+    for name in dict.fromkeys(r["eval"] for r in records if "eval" in r):
+        for metric, bounds in EVALS.get(name).bounds.items():
+            out[(name, metric)] = bounds
+    return out
 
 
 def suite_dataset(suite: dict) -> str:
@@ -469,7 +478,8 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
         raise StoreError(f"run {run_dir} has no results yet; rerun `attrbench run` (with a larger --budget) to "
                          "compute some")
     config = meta["config"]
-    return with_intervals(records, config["seed"], config.get("bootstrap_resamples", RESAMPLES)), meta
+    return with_intervals(records, config["seed"], config.get("bootstrap_resamples", RESAMPLES),
+                          metric_bounds(records)), meta
 
 
 # -- eval and score: one sample, results in memory ---------------------------------------------

@@ -18,6 +18,7 @@ from attrbench.ops.stats import (
     minimum_n,
     rank_methods,
     required_n,
+    with_intervals,
 )
 
 
@@ -39,6 +40,22 @@ def test_interval_edge_cases():
     assert interval([None, 1.0])["ci"] is None and "n ≥ 2" in interval([1.0])["ci_note"]
     assert interval([0.5, 0.5, None])["ci"] == [0.5, 0.5]
     assert median_iqr([1.0, 2.0, 3.0, None, 4.0]) == (2.5, 1.75, 3.25) and median_iqr([None]) is None
+
+
+def test_an_interval_is_clipped_to_its_metrics_range_and_says_so():
+    """A pointing game of 0.5 at n = 4 has the t-interval [−0.419, 1.419]; in [0, 1] it is [0, 1]. An interval
+    inside the range, or a metric without one, is the t-interval itself."""
+    wide = interval([0.0, 1.0, 1.0, 0.0])
+    assert [round(v, 3) for v in wide["ci"]] == [-0.419, 1.419] and wide["ci_method"] == "t"
+    clipped = interval([0.0, 1.0, 1.0, 0.0], bounds=(0.0, 1.0))
+    assert clipped["ci"] == [0.0, 1.0] and clipped["ci_method"] == "t, clipped"
+    assert interval([0.0, 1.0, 1.0, 0.0], bounds=(0.0, None))["ci"] == [0.0, wide["ci"][1]]
+    inside = interval([0.4, 0.5, 0.6, 0.5], bounds=(0.0, 1.0))
+    assert inside == interval([0.4, 0.5, 0.6, 0.5]) and inside["ci_method"] == "t"
+    records = [{"eval": "ground_truth", "metric": "pointing_game", "values": [0.0, 1.0, 1.0, 0.0]},
+               {"eval": "other", "metric": "pointing_game", "values": [0.0, 1.0, 1.0, 0.0]}]
+    first, second = with_intervals(records, bounds={("ground_truth", "pointing_game"): (0.0, 1.0)})
+    assert first["ci"] == [0.0, 1.0] and second["ci"] == wide["ci"]
 
 
 def test_a_table_at_n_4_is_too_small_to_rank_and_the_rule_is_the_exact_floor():

@@ -60,6 +60,20 @@ def test_a_plugin_evaluation_gets_its_table_and_figure(peak_share, tmp_path):
     assert "NaN" not in md and "NaN" not in page
 
 
+def test_every_evaluations_declared_ranges_name_its_metrics():
+    """``bounds`` clip a mean's interval (attrbench.ops.stats.interval): each names a metric the evaluation gives,
+    as (low, high) with low < high and None for no limit; the published values keep to them (tests/test_api.py)."""
+    declared = 0
+    for evaluation in EVALS.all():
+        for metric, bounds in evaluation.bounds.items():
+            assert metric in evaluation.higher_is_better, (evaluation.name, metric)
+            low, high = bounds
+            assert low is not None or high is not None, (evaluation.name, metric)
+            assert low is None or high is None or low < high, (evaluation.name, metric)
+            declared += 1
+    assert declared >= 20
+
+
 def test_changing_a_method_parameter_recomputes_exactly_its_rows(tmp_path):
     run_dir = tmp_path / "run"
     first = suite(methods=["integrated_gradients", "alti"], evals=["faithfulness_corr"],

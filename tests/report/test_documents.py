@@ -93,7 +93,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "compared with blank_out(signed=True)" in leaderboard and "| reference | blank_out |" not in leaderboard
     assert "| floor | random_floor | baseline |" in leaderboard  # the random floor, a row of its own, unranked
     assert "| random |" not in leaderboard  # one random draw is no longer the floor
-    assert "mean [95% CI] over examples (Student t)" in leaderboard and "± " not in leaderboard
+    assert "mean [95% CI] over examples (Student t, clipped to the metric's possible range)" in leaderboard \
+        and "± " not in leaderboard
     visible = re.sub(r'src="data:[^"]*"', "", page)  # base64 images may spell anything
     assert not re.search(r"\bnan\b", visible + leaderboard, re.IGNORECASE)
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
