@@ -5,7 +5,8 @@ adding or removing a third method can flip a pair (Benavoli, Corani & Mangili, J
 use post-hoc tests based on mean-ranks?"). Here each pair is tested on its own common examples:
 
 - the paired difference (oriented so that positive favours the first method), its mean with a Student-t
-  interval, the win / tie / loss counts and the win rate wins / (wins + losses);
+  interval (clipped to ±(high − low) where the metric declares its range), the win / tie / loss counts and
+  the win rate wins / (wins + losses);
 - the Wilcoxon signed-rank test (scipy, zero differences dropped) and the sign test (scipy's binomial test on
   wins against losses); the verdict uses the sign test where ties dominate (more than half the examples);
 - the effect size: the matched-pairs rank-biserial correlation (Kerby 2014), (R+ − R−) / (R+ + R−), and d_z;
@@ -57,9 +58,11 @@ def format_p(p: Optional[float]) -> str:
     return f"{p:.2g}"
 
 
-def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_is_better: bool = True) -> dict:
+def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_is_better: bool = True,
+            bounds: Optional[Sequence[Optional[float]]] = None) -> dict:
     """One pair on its common examples (positive favours x): n, mean difference [t-interval], wins / ties /
-    losses, win rate, Wilcoxon and sign-test p, the p the verdict uses and its test, rank-biserial r and d_z."""
+    losses, win rate, Wilcoxon and sign-test p, the p the verdict uses and its test, rank-biserial r and d_z.
+    ``bounds``, the metric's range (low, high), clips the interval to the differences it allows, ±(high − low)."""
     a, b = common(x, y)
     d = (a - b) * (1.0 if higher_is_better else -1.0)
     n = len(d)
@@ -73,6 +76,9 @@ def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_i
         sd = d.std(ddof=1)
         if sd > 0:
             out["ci"] = [float(v) for v in sst.t.interval(0.95, n - 1, loc=d.mean(), scale=sd / math.sqrt(n))]
+            if bounds is not None and None not in bounds:
+                width = float(bounds[1] - bounds[0])
+                out["ci"] = [max(out["ci"][0], -width), min(out["ci"][1], width)]
             out["d_z"] = float(d.mean() / sd)
         else:
             out["ci"] = [float(d[0])] * 2
@@ -124,8 +130,10 @@ def holm(pvalues: Sequence[float], alpha: float = ALPHA) -> list[float]:
         gc.unfreeze()
 
 
-def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA) -> dict:
-    """Every pair of ``values`` (per method, aligned per example) compared, Holm-corrected over the pairs.
+def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA,
+             bounds: Optional[Sequence[Optional[float]]] = None) -> dict:
+    """Every pair of ``values`` (per method, aligned per example) compared, Holm-corrected over the pairs
+    (``bounds``: the metric's range, for the difference intervals; :func:`compare`).
 
     Returns ``{"order", "mean", "n", "pairs", "tier", "letters", "top", "alpha", "pairs_tested"}``: ``order``
     by mean (best first, the statistic a table shows), ``pairs`` keyed "A vs B" (A before B in ``order``) with
@@ -139,7 +147,7 @@ def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: boo
     order = sorted(names, key=lambda m: (-sign * mean[m] if mean[m] is not None else math.inf, names.index(m)))
     pairs = {}
     for a, b in combinations(order, 2):
-        pairs[f"{a} vs {b}"] = {"pair": [a, b], **compare(values[a], values[b], higher_is_better)}
+        pairs[f"{a} vs {b}"] = {"pair": [a, b], **compare(values[a], values[b], higher_is_better, bounds)}
     adjusted = holm([p["p"] for p in pairs.values()], alpha)
     for pair, p in zip(pairs.values(), adjusted):
         pair["p_holm"] = p
@@ -203,10 +211,11 @@ def letters(order: Sequence[str], pairs: dict, alpha: float = ALPHA) -> dict[str
 
 
 def against_floor(values: dict[str, Sequence[Optional[float]]], floor: Sequence[Optional[float]],
-                  higher_is_better: bool, alpha: float = ALPHA) -> dict[str, dict]:
+                  higher_is_better: bool, alpha: float = ALPHA, bounds: Optional[Sequence[Optional[float]]] = None
+                  ) -> dict[str, dict]:
     """Each method against the random floor on their common examples, Holm-corrected over the methods: verdict
     "better", "not separated" or "worse", with :func:`compare`'s fields (positive favours the method)."""
-    out = {m: compare(v, floor, higher_is_better) for m, v in values.items()}
+    out = {m: compare(v, floor, higher_is_better, bounds) for m, v in values.items()}
     for m, p in zip(out, holm([r["p"] for r in out.values()], alpha)):
         row = out[m]
         row["p_holm"] = p

@@ -242,7 +242,9 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
            "minimum_n": minimum_n(k), "alpha": ALPHA, "aliases": {m: v for m, v in merged.items() if v}}
     if not k or not max((sum(v is not None for v in vals) for vals in values.values()), default=0):
         return {**out, "verdict": "no examples", "order": list(values), "tier": {}, "top": []}
-    verdicts = copy.deepcopy(_pairwise(tuple((m, tuple(v)) for m, v in values.items()), better))
+    bounds = evaluation.bounds.get(key)
+    verdicts = copy.deepcopy(_pairwise(tuple((m, tuple(v)) for m, v in values.items()), better,
+                                       tuple(bounds) if bounds else None))
     sizes = [p["n"] for p in verdicts["pairs"].values()]
     out.update(order=verdicts["order"], mean=verdicts["mean"], n_by_method=verdicts["n"],
                pairs=verdicts["pairs"], pairs_tested=verdicts["pairs_tested"], pair_n=[min(sizes), max(sizes)]
@@ -251,7 +253,7 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
                                                           "verdict") if name in complete}
     if floor is not None:
         floor_record = floor_of(group, key) or {}
-        out["floor"] = against_floor(values, floor, better)
+        out["floor"] = against_floor(values, floor, better, bounds=bounds)
         out["floor_summary"] = {"mean": floor_record.get("mean"), "n": floor_record.get("n"),
                                 "how": floor_record.get("floor")}
     if k == 1:
@@ -268,10 +270,10 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
 
 
 @functools.lru_cache(maxsize=64)
-def _pairwise(values: tuple, higher_is_better: bool) -> dict:
+def _pairwise(values: tuple, higher_is_better: bool, bounds: Optional[tuple]) -> dict:
     """:func:`pairwise` of a table's values, computed once per content: a report tests the headline metric's
     pairs for its table, its opening and its robustness panel alike (callers get a copy)."""
-    return pairwise({m: list(v) for m, v in values}, higher_is_better)
+    return pairwise({m: list(v) for m, v in values}, higher_is_better, bounds=bounds)
 
 
 def adjacent_bayes(values: dict, verdicts: dict, higher_is_better: bool, rope: float, seed: int = 0) -> list[dict]:

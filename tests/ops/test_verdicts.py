@@ -91,6 +91,17 @@ def test_the_signed_rank_p_is_scipys_with_and_without_ties():
     assert tied >= 20
 
 
+def test_a_difference_interval_is_clipped_to_what_the_metrics_range_allows():
+    """Two shares in [0, 1] differ by at most 1: a wide t-interval of their difference stops at ±1, and nothing
+    else of the comparison changes."""
+    x, y = [1.0, 0.0, 1.0, 1.0], [0.0, 1.0, 0.0, 0.0]
+    wide, clipped = compare(x, y), compare(x, y, bounds=(0.0, 1.0))
+    assert wide["ci"][0] < -1 and wide["ci"][1] > 1 and clipped["ci"] == [-1.0, 1.0]
+    assert {k: v for k, v in wide.items() if k != "ci"} == {k: v for k, v in clipped.items() if k != "ci"}
+    assert compare(x, y, bounds=(0.0, None))["ci"] == wide["ci"]
+    assert pairwise({"a": x, "b": y}, True, bounds=(0.0, 1.0))["pairs"]["a vs b"]["ci"] == [-1.0, 1.0]
+
+
 def test_a_verdict_does_not_depend_on_the_other_methods_in_the_pool():
     """Mean-rank post-hoc tests do (Benavoli et al. 2016); a pair's own test does not (only Holm's family grows)."""
     values = planted(3, 50, {"a": 0.05, "b": 0.0, "c": 0.3, "d": -0.3, "e": 0.3})
