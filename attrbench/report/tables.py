@@ -178,7 +178,8 @@ def aligned(group: list[dict], metric: str, leave_out: tuple = ()) -> dict[str, 
     """Per method, its values of ``metric`` on the union of the methods' examples (None where it has none)."""
     rows = [r for r in group if r["metric"] == metric and r["method"] not in leave_out]
     ids = list(dict.fromkeys(i for r in rows for i in r["example_ids"]))
-    return {r["method"]: [dict(zip(r["example_ids"], r["values"])).get(i) for i in ids] for r in rows}
+    by_id = [(r["method"], dict(zip(r["example_ids"], r["values"]))) for r in rows]  # once per row, not per id
+    return {method: [values.get(i) for i in ids] for method, values in by_id}
 
 
 @dataclass
