@@ -204,7 +204,7 @@ PUBLISHED = sorted(folder.name for folder in REPORTS.iterdir()
 
 @functools.cache
 def published(name: str) -> attrbench.RunResults:
-    """A published folder loaded once for the tests that read it (its tables take minutes for reports/full)."""
+    """A published folder loaded once for the tests that read it (reports/full's tables take about 20 s)."""
     return attrbench.load_run(REPORTS / name)
 
 
