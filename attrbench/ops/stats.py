@@ -284,8 +284,10 @@ def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, 
 def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], alpha: float = ALPHA,
                power: float = 0.8) -> list[dict]:
     """For each pair of adjacent methods, the examples a paired t-test needs to tell them apart with ``power``
-    at alpha over the table's pairs (Bonferroni): statsmodels' TTestPower on the pilot's paired differences.
-    ``n`` None where the pilot shows no difference at all (identical scores can never be separated)."""
+    at alpha over the table's pairs (Bonferroni): the smallest n at which statsmodels' TTestPower reaches it on
+    the pilot's effect (its ``solve_power`` is not used: the noncentral t's nan tails lead its root finder to
+    roots where the power is 0.09 or 0.78). ``n`` None where the pilot shows no difference at all (identical
+    scores can never be separated)."""
     from statsmodels.stats.power import TTestPower  # heavy: only for the sample-size estimate
 
     k = len(order)
@@ -299,8 +301,25 @@ def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str
         effect = abs(d.mean()) / d.std(ddof=1)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            needed = TTestPower().solve_power(effect_size=effect, alpha=level, power=power, alternative="two-sided")
-            if not math.isfinite(needed):  # an effect so large that the solver's bracket starts above the answer
-                needed = next(n for n in range(2, 10_000) if TTestPower().power(effect, n, level) >= power)
-        out.append({"pair": [a, b], "n": int(math.ceil(needed)), "effect": float(effect)})
+            needed = _smallest_n(TTestPower(), effect, level, power)
+        out.append({"pair": [a, b], "n": needed, "effect": float(effect)})
     return out
+
+
+def _smallest_n(test, effect: float, level: float, power: float) -> int:
+    """The smallest n at which ``test`` (two-sided, ``effect`` > 0) reaches ``power``: doubling, then bisection
+    (power grows with n). scipy's noncentral t returns nan for some far lower tails (1e-16 where it does not), so
+    there the power is the upper tail alone, the one-sided test at ``level`` / 2."""
+    def reached(n: int) -> bool:
+        value = test.power(effect, n, level)
+        if not math.isfinite(value):
+            value = test.power(effect, n, level / 2, alternative="larger")
+        return value >= power
+
+    low, high = 1, 2
+    while not reached(high):
+        low, high = high, high * 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (low, middle) if reached(middle) else (middle, high)
+    return high
