@@ -281,13 +281,16 @@ def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, 
                 "p": float((1 + np.sum(null <= point)) / (1 + len(null)))}}
 
 
+MAX_N = 10 ** 9  # examples beyond which a pair is reported as out of reach ("> 1,000,000,000")
+
+
 def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str], alpha: float = ALPHA,
                power: float = 0.8) -> list[dict]:
     """For each pair of adjacent methods, the examples a paired t-test needs to tell them apart with ``power``
     at alpha over the table's pairs (Bonferroni): the smallest n at which statsmodels' TTestPower reaches it on
     the pilot's effect (its ``solve_power`` is not used: the noncentral t's nan tails lead its root finder to
     roots where the power is 0.09 or 0.78). ``n`` None where the pilot shows no difference at all (identical
-    scores can never be separated)."""
+    scores can never be separated: ``effect`` 0) or more than ``MAX_N`` examples would be needed."""
     from statsmodels.stats.power import TTestPower  # heavy: only for the sample-size estimate
 
     k = len(order)
@@ -306,10 +309,10 @@ def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str
     return out
 
 
-def _smallest_n(test, effect: float, level: float, power: float) -> int:
+def _smallest_n(test, effect: float, level: float, power: float) -> Optional[int]:
     """The smallest n at which ``test`` (two-sided, ``effect`` > 0) reaches ``power``: doubling, then bisection
-    (power grows with n). scipy's noncentral t returns nan for some far lower tails (1e-16 where it does not), so
-    there the power is the upper tail alone, the one-sided test at ``level`` / 2."""
+    (power grows with n); None beyond ``MAX_N``. scipy's noncentral t returns nan for some far lower tails (1e-16
+    where it does not), so there the power is the upper tail alone, the one-sided test at ``level`` / 2."""
     def reached(n: int) -> bool:
         value = test.power(effect, n, level)
         if not math.isfinite(value):
@@ -318,6 +321,8 @@ def _smallest_n(test, effect: float, level: float, power: float) -> int:
 
     low, high = 1, 2
     while not reached(high):
+        if high > MAX_N:
+            return None
         low, high = high, high * 2
     while high - low > 1:
         middle = (low + high) // 2

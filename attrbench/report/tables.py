@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -24,6 +25,7 @@ import pandas as pd
 
 from ..ops.stats import (
     LEVEL,
+    MAX_N,
     agreement_interval,
     independent_agreement,
     median_iqr,
@@ -713,12 +715,18 @@ def power_table(suite_tables: list[Table]) -> Optional[tuple[pd.DataFrame, str]]
         needed = t.statistics.get("required_n")
         if not needed:
             continue
-        ns = [p["n"] for p in needed if p["n"] is not None]
+        # a pair out of reach (more than MAX_N examples) counts as infinitely many; identical ones are counted apart
+        ns = [math.inf if p["n"] is None else p["n"] for p in needed if p["n"] is not None or p.get("effect")]
         never = sum(1 for p in needed if p["n"] is None and p.get("effect") == 0.0)
         top = needed[0]
+
+        def shown(n: float) -> str:
+            return f"> {MAX_N:,}" if n == math.inf else str(int(n))
+
         rows.append({"table": t.evaluation.name, "metric": t.statistics["metric"], "n now": t.statistics["n"],
-                     "n for the top two": "never (identical)" if top["n"] is None else str(top["n"]),
-                     "median n over adjacent pairs": str(int(pd.Series(ns).median())) if ns else "–",
+                     "n for the top two": shown(math.inf) if top["n"] is None and top.get("effect")
+                     else "never (identical)" if top["n"] is None else str(top["n"]),
+                     "median n over adjacent pairs": shown(pd.Series(ns).median()) if ns else "–",
                      "pairs never separable (identical scores)": never})
     if not rows:
         return None

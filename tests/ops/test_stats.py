@@ -165,3 +165,23 @@ def test_required_n_is_the_smallest_n_with_the_power(effect):
         warnings.simplefilter("ignore")
         upper = [TTestPower().power(effect, k, level / 2, alternative="larger") for k in (n - 1, n)]
     assert upper[0] < 0.8 <= upper[1], (n, upper)
+
+
+def test_a_pair_out_of_reach_is_said_to_be_and_stops_nothing():
+    """An effect of 1e-6 would need about 1e13 examples: n is None (more than MAX_N), its effect kept, and the
+    report's power table says "> 1,000,000,000" rather than "never (identical)"."""
+    from attrbench.ops.stats import MAX_N
+
+    pilot = np.random.default_rng(1).normal(0, 1, 30)
+    pilot = pilot - pilot.mean() + 1e-6
+    entry = required_n({"a": pilot.tolist(), "b": [0.0] * 30}, ["a", "b"])[0]
+    assert entry["n"] is None and entry["effect"] > 0 and MAX_N == 10 ** 9
+    from types import SimpleNamespace
+
+    from attrbench.report.tables import power_table
+
+    table = SimpleNamespace(evaluation=SimpleNamespace(name="naopc"),
+                            statistics={"metric": "naopc_comprehensiveness", "n": 30, "required_n": [entry]})
+    row = power_table([table])[0].iloc[0]
+    assert row["n for the top two"] == row["median n over adjacent pairs"] == "> 1,000,000,000"
+    assert row["pairs never separable (identical scores)"] == 0
