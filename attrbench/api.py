@@ -10,7 +10,7 @@ result equals the CLI's.
 >>> scores = attrbench.evaluate("minilm-l6-sst2", ["alti", "grad_l2"], ["erasure_aopc"], "sst2", n=30)
 >>> scores.summary                # mean [95 % CI] per (method, metric); ``scores.results`` per example
 >>> run = attrbench.load_run("reports/default")
->>> run.results.groupby(["model", "eval", "metric", "method"]).value.mean()
+>>> run.results.groupby(["model", "dataset", "eval", "metric", "method"]).value.mean()
 """
 from __future__ import annotations
 
