@@ -93,12 +93,11 @@ def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 
         return {"ci": None, "ci_note": f"CI needs n ≥ 2 (n = {len(data)})"}
     if np.ptp(data) == 0:
         return {"ci": [float(data[0])] * 2, "ci_method": "all values equal"}
-    low, high = sst.t.interval(LEVEL, len(data) - 1, loc=data.mean(), scale=sst.sem(data))
+    t_interval = sst.t.interval(LEVEL, len(data) - 1, loc=data.mean(), scale=sst.sem(data))
     floor, ceiling = bounds or (None, None)
-    clipped = (floor is not None and low < floor) or (ceiling is not None and high > ceiling)
-    if clipped:
-        low, high = max(low, floor) if floor is not None else low, min(high, ceiling) if ceiling is not None else high
-    return {"ci": [float(low), float(high)], "ci_method": "t, clipped" if clipped else "t"}
+    low = t_interval[0] if floor is None else max(t_interval[0], floor)
+    high = t_interval[1] if ceiling is None else min(t_interval[1], ceiling)
+    return {"ci": [float(low), float(high)], "ci_method": "t" if (low, high) == tuple(t_interval) else "t, clipped"}
 
 
 def with_intervals(records: Sequence[dict], seed: int = 0, resamples: int = 0,

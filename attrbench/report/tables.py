@@ -708,6 +708,11 @@ def robustness_metrics(evaluation) -> tuple[str, ...]:
     return () if evaluation.derived else ((evaluation.primary_metric,) if evaluation.primary_metric else ())
 
 
+def _examples(n: float) -> str:
+    """A number of examples as the power table shows it: beyond ``MAX_N`` (infinite), out of reach."""
+    return f"> {MAX_N:,}" if n == math.inf else str(int(n))
+
+
 def power_table(suite_tables: list[Table]) -> Optional[tuple[pd.DataFrame, str]]:
     """Per ranked table: the examples needed to separate adjacent methods at 80 % power (pilot: this run)."""
     rows = []
@@ -715,18 +720,14 @@ def power_table(suite_tables: list[Table]) -> Optional[tuple[pd.DataFrame, str]]
         needed = t.statistics.get("required_n")
         if not needed:
             continue
-        # a pair out of reach (more than MAX_N examples) counts as infinitely many; identical ones are counted apart
+        # a pair out of reach (n None, an effect) counts as infinitely many; identical ones (no effect) apart
         ns = [math.inf if p["n"] is None else p["n"] for p in needed if p["n"] is not None or p.get("effect")]
         never = sum(1 for p in needed if p["n"] is None and p.get("effect") == 0.0)
         top = needed[0]
-
-        def shown(n: float) -> str:
-            return f"> {MAX_N:,}" if n == math.inf else str(int(n))
-
         rows.append({"table": t.evaluation.name, "metric": t.statistics["metric"], "n now": t.statistics["n"],
-                     "n for the top two": shown(math.inf) if top["n"] is None and top.get("effect")
-                     else "never (identical)" if top["n"] is None else str(top["n"]),
-                     "median n over adjacent pairs": shown(pd.Series(ns).median()) if ns else "–",
+                     "n for the top two": "never (identical)" if top["n"] is None and not top.get("effect")
+                     else _examples(math.inf if top["n"] is None else top["n"]),
+                     "median n over adjacent pairs": _examples(pd.Series(ns).median()) if ns else "–",
                      "pairs never separable (identical scores)": never})
     if not rows:
         return None
