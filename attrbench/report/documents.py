@@ -450,9 +450,10 @@ def split_comparisons(tables: list[Table], plan: Optional[list[dict]], resamples
             here, there = suite_title(model, label), suite_title(model, base)
             label_, base_ = short(label), short(base)
             metric = metric_name(table.evaluation, entry["metric"])
-            names = [", ".join(top) or "none" for top in entry["top"]]
-            tops = (f"top group {names[0]} on both" if set(entry["top"][0]) == set(entry["top"][1]) else
-                    f"top group {names[0]} on {base_}, {names[1]} on {label_}")
+            sides = [f"top group {', '.join(top)} on {side}" if top else f"no top group on {side} ({verdict})"
+                     for top, side, verdict in zip(entry["top"], (base_, label_), entry["verdicts"])]
+            tops = (f"top group {', '.join(entry['top'][0])} on both" if entry["top"][0] and
+                    set(entry["top"][0]) == set(entry["top"][1]) else ", ".join(sides))
             flipped = (f"{len(entry['reversed'])} pairs separated one way on one and the other way on the other "
                        f"({', '.join(' vs '.join(p) for p in entry['reversed'])})" if entry["reversed"] else
                        "no pair separated on one is separated the other way on the other")

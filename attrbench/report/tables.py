@@ -184,6 +184,18 @@ def aligned(group: list[dict], metric: str, leave_out: tuple = ()) -> dict[str, 
     return {method: [values.get(i) for i in ids] for method, values in by_id}
 
 
+def by_example(group: list[dict], metric: str, leave_out: tuple = ()) -> dict[str, dict]:
+    """Per method, its defined values of ``metric`` by example id."""
+    return {r["method"]: {i: v for i, v in zip(r["example_ids"], r["values"]) if v is not None}
+            for r in group if r["metric"] == metric and r["method"] not in leave_out}
+
+
+def shared_examples(a: dict[str, dict], b: dict[str, dict], methods: list[str]) -> list:
+    """The examples two metrics (:func:`by_example`) both have a value on for some of ``methods``, sorted: two
+    method orders compared over the same examples, matched by id."""
+    return sorted({i for m in methods for i in a[m]} & {i for m in methods for i in b[m]})
+
+
 @dataclass
 class Table:
     """One evaluation's table on one suite, with its statistics (``statistics`` None for analyses)."""
@@ -577,8 +589,7 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     per_metric = {}
     for t in tables:
         metric = t.statistics["metric"]
-        dropped = aliased(t.statistics)
-        values = aligned(t.group, metric, (t.statistics.get("reference"), FLOOR, "random", *dropped))
+        values = by_example(t.group, metric, (t.statistics.get("reference"), FLOOR, "random", *aliased(t.statistics)))
         sign = 1.0 if t.statistics["higher_is_better"] else -1.0
         per_metric[f"{t.evaluation.name}.{metric}"] = (values, sign)
     names = list(per_metric)
@@ -587,9 +598,9 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
         for b in names[i + 1:]:
             (va, sa), (vb, sb) = per_metric[a], per_metric[b]
             common = [m for m in va if m in vb]
-            n = min(len(next(iter(va.values()))), len(next(iter(vb.values()))))
-            oriented = {a: {m: [None if x is None else sa * x for x in va[m][:n]] for m in common},
-                        b: {m: [None if x is None else sb * x for x in vb[m][:n]] for m in common}}
+            ids = shared_examples(va, vb, common)
+            oriented = {a: {m: [None if va[m].get(e) is None else sa * va[m][e] for e in ids] for m in common},
+                        b: {m: [None if vb[m].get(e) is None else sb * vb[m][e] for e in ids] for m in common}}
             result = agreement_interval(oriented, a, b, resamples, seed)
             if result is None or result["tau"] is None:
                 continue
@@ -614,22 +625,18 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
                    ) -> Optional[tuple[pd.DataFrame, str]]:
     """Metric validity: per faithfulness metric of a suite with a known answer, Kendall's tau between the method
     order it gives and the ground truth's (the truth table's primary metric), with a bootstrap interval over the
-    examples both scored: which metric agrees with the known answer."""
-    def by_example(table, metric, leave_out):
-        return {m: dict(zip(ids, v)) for m, (ids, v) in
-                ((r["method"], (r["example_ids"], r["values"])) for r in table.group
-                 if r["metric"] == metric and r["method"] not in leave_out)}
-
+    examples both scored: which metric agrees with the known answer. An example counts where the known answer and
+    the metric are defined (for some method): the two orders are of means over the same examples."""
     known = truth.statistics["metric"]
-    answer = by_example(truth, known, (truth.statistics.get("reference"), FLOOR, *aliased(truth.statistics)))
+    answer = by_example(truth.group, known, (truth.statistics.get("reference"), FLOOR, *aliased(truth.statistics)))
     rows = []
     for t in suite_tables:
         metrics = robustness_metrics(t.evaluation) or (t.statistics["metric"],)
         for metric in metrics:
             sign = 1.0 if t.evaluation.higher_is_better.get(metric, True) else -1.0
-            values = by_example(t, metric, (t.statistics.get("reference"), FLOOR, *aliased(t.statistics)))
+            values = by_example(t.group, metric, (t.statistics.get("reference"), FLOOR, *aliased(t.statistics)))
             methods = [m for m in answer if m in values]
-            ids = sorted({i for m in methods for i in answer[m]} & {i for m in methods for i in values[m]})
+            ids = shared_examples(answer, values, methods)
             if len(methods) < 3 or not ids:
                 continue
             oriented = {"truth": {m: [answer[m].get(i) for i in ids] for m in methods},
@@ -691,7 +698,7 @@ def split_table(first: Table, other: Table, resamples: int, seed: int = 0, top: 
             f"{', '.join(' vs '.join(p) for p in reversed_) or 'none'}")
     return pd.DataFrame(rows), note, {"metric": metric, "tau": result["tau"], "ci": result["ci"], "n": result["n"],
                                       "methods": result["methods"], "exchangeable": noise, "reversed": reversed_,
-                                      "top": [a["top"], b["top"]]}
+                                      "top": [a["top"], b["top"]], "verdicts": [a.get("verdict"), b.get("verdict")]}
 
 
 def metric_name(evaluation, metric: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import re
+import warnings
 from itertools import combinations
 
 import numpy as np
@@ -89,13 +90,69 @@ def verdicts(values: dict[str, dict], higher: bool, floor: dict | None = None, a
         if winner:
             beaten[b if winner == a else a].add(winner)
     out = {"top": {m for m in names if not beaten[m]}, "separated": separated, "beats": {
-        m: sum(1 for w in separated.values() if w == m) for m in names}}
+        m: sum(1 for w in separated.values() if w == m) for m in names},
+        "p_holm": {frozenset(pair): p for pair, p in zip(pairs, holm)},
+        "pair_n": [n for _, _, n in tested]}
     if floor is not None:
         against = [test_pair(values[m], floor, higher) for m in names]
         adjusted = holm_adjusted([p for p, _, _ in against], alpha)
         out["floor"] = {m: "not separated" if p >= alpha or not direction else "better" if direction > 0 else "worse"
                         for m, (_, direction, _), p in zip(names, against, adjusted)}
+        out["floor_p_holm"] = dict(zip(names, adjusted))
+        out["floor_n"] = {m: n for m, (_, _, n) in zip(names, against)}
+        out["floor_win_rate"] = {m: win_rate(values[m], floor, higher) for m in names}
     return out
+
+
+def win_rate(x: dict, y: dict, higher: bool) -> float | None:
+    """The share of the examples with a difference on which ``x`` is the better."""
+    d = np.array([x[i] - y[i] for i in x if i in y]) * (1 if higher else -1)
+    decided = int((d != 0).sum())
+    return float((d > 0).sum() / decided) if decided else None
+
+
+def means(values: dict[str, dict], higher: bool = True) -> dict[str, float]:
+    """Each method's mean over its defined values, oriented so that higher is better."""
+    return {m: (1 if higher else -1) * float(np.mean(list(v.values()))) for m, v in values.items() if v}
+
+
+def fewest_examples(comparisons: int, alpha: float = 0.05) -> int:
+    """The fewest examples on which a difference can pass the strictest of ``comparisons`` Holm steps at all: a
+    pair that differs the same way on every one of n examples has the exact two-sided p 2/2^n."""
+    n = 1
+    while 2 / 2 ** n >= alpha / max(1, comparisons):
+        n += 1
+    return n
+
+
+def kendall_of_means(a: dict[str, dict], b: dict[str, dict], ids_a=None, ids_b=None) -> float:
+    """scipy's Kendall tau-b between the methods' means by two metrics (each {method: {example: value}}, oriented
+    higher = better), each mean over the examples given (default: all the method has)."""
+    methods = [m for m in a if m in b]
+    mean = lambda v, ids: np.nanmean([v.get(i, np.nan) for i in (v if ids is None else ids)])  # noqa: E731
+    return float(stats.kendalltau([mean(a[m], ids_a) for m in methods],
+                                  [mean(b[m], ids_b) for m in methods]).statistic)
+
+
+def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: list | None = None,
+                  resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
+    """A 95 % percentile bootstrap interval of :func:`kendall_of_means`: ``ids_a`` resampled (and ``ids_b`` on its
+    own, where the two metrics are on different examples; None: the same draw)."""
+    rng = np.random.default_rng(seed)
+    methods = [m for m in a if m in b]
+    matrix = lambda v, ids: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
+    x = matrix(a, ids_a)
+    y = matrix(b, ids_a if ids_b is None else ids_b)
+    taus = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
+        for _ in range(resamples):
+            rows_a = rng.integers(0, x.shape[1], x.shape[1])
+            rows_b = rows_a if ids_b is None else rng.integers(0, y.shape[1], y.shape[1])
+            tau = stats.kendalltau(np.nanmean(x[:, rows_a], 1), np.nanmean(y[:, rows_b], 1)).statistic
+            if np.isfinite(tau):
+                taus.append(tau)
+    return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
 
 def aliases(records: list[dict], model: str, dataset: str, tolerance: float = 1e-6) -> dict[str, str]:
@@ -117,34 +174,6 @@ def aliases(records: list[dict], model: str, dataset: str, tolerance: float = 1e
         if same:
             out[b] = a
     return out
-
-
-def headline_sentences(findings: list[str], suite: str) -> dict:
-    """What the findings claim about a suite's headline metric: its top group, the floor counts and lists."""
-    claims: dict = {}
-    for line in findings:
-        if not line.startswith(suite + ":"):
-            continue
-        lone = re.search(r"\), (\S+) alone is in the top group: no method beats it, and it beats (each of the other "
-                         r"(\d+)|(\d+) of the other (\d+))", line)
-        if lone:
-            claims["top"] = {lone[1]}
-            claims["beats"] = int(lone[3] or lone[4])
-        group = re.search(r"the top group, which no method beats pair by pair, is (.+?) \(Wilcoxon", line)
-        if group:
-            claims["top"] = set(group[1].split(", "))
-        better = re.search(r"(\d+) of (\d+) methods (?:is|are) better(?: \(([^)]*)\))?", line)
-        if better:
-            claims["floor_better"] = int(better[1])
-            if better[3]:
-                claims["floor_better_named"] = set(better[3].split(", "))
-            level = re.search(r"not separated from it: (.+?)(?:; worse than it|\.$)", line)
-            worse = re.search(r"worse than it: (.+?)\.$", line)
-            claims["floor_level"] = {re.sub(r" \(.*", "", m) for m in re.split(r", (?![^()]*\))", level[1])} \
-                if level else set()
-            claims["floor_worse"] = {re.sub(r" \(.*", "", m) for m in re.split(r", (?![^()]*\))", worse[1])} \
-                if worse else set()
-    return claims
 
 
 def robustness_sentence(findings: list[str], suite: str) -> dict | None:

@@ -378,6 +378,10 @@ def test_two_splits_of_a_dataset_are_two_suites_and_their_orders_are_compared(ta
     assert f"sva · sva-linzen:val against sva · sva-linzen by ground-truth MRR: Kendall tau of the 5 methods' means " \
            f"{compared['tau']:.2f}" in leaderboard
     assert "## sva · sva-linzen:val against sva-linzen · ground_truth" in leaderboard
+    from tests.report.sentences import Report
+
+    read = Report(tmp_path / "run").read()  # every finding, the comparison's among them, recomputed by the referee
+    assert read["split"] == 1 and read["known_answer"] + read["floor"] >= 1
 
 
 def test_a_config_may_score_two_splits_of_a_dataset_but_not_one_twice(tmp_path):

@@ -12,7 +12,7 @@ from attrbench.registry import EVALS
 from attrbench.report import write_report
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import collect, run_leaderboard
-from tests.report import referee
+from tests.report import referee, sentences
 from tests.report.test_documents import REPORT_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,11 +24,11 @@ def findings_of(leaderboard: str) -> list[str]:
 
 
 def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comprehensiveness") -> int:
-    """Recompute every suite's headline verdicts from the rows and compare, and each robustness metric's methods not
-    better than (and worse than) the random floor; returns how many suites were checked."""
+    """Recompute every suite's headline verdicts from the rows and compare them with statistics.json (every pair,
+    each robustness metric's methods not better than and worse than the random floor), and every sentence of the
+    findings (:mod:`tests.report.sentences`); returns how many suites' headlines were checked."""
     records = referee.complete(collect(run_dir)[0])
     statistics = json.loads((run_dir / "statistics.json").read_text())
-    findings = findings_of((run_dir / "leaderboard.md").read_text())
     checked = 0
     for title, table in statistics.items():
         if not title.endswith(f" · {headline_eval}") or table.get("metric") != metric:
@@ -43,18 +43,6 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
         ruling = referee.verdicts(values, table["higher_is_better"], floor)
         for pair in table.get("pairs", {}).values():  # every pair of the table, not only the ones a sentence names
             assert pair["better"] == ruling["separated"][frozenset(pair["pair"])], pair["pair"]
-        claims = referee.headline_sentences(findings, f"{model} · {dataset}")
-        if table["verdict"] == "ranked":
-            assert claims["top"] == ruling["top"] == set(table["top"])
-            if "beats" in claims:
-                [best] = claims["top"]
-                assert claims["beats"] == ruling["beats"][best]
-        if floor is not None and "floor_better" in claims:  # printed also where no pair can be separated yet
-            assert claims["floor_better"] == sum(v == "better" for v in ruling["floor"].values())
-            if "floor_better_named" in claims:
-                assert claims["floor_better_named"] == {m for m, v in ruling["floor"].items() if v == "better"}
-            assert claims["floor_level"] == {m for m, v in ruling["floor"].items() if v == "not separated"}
-            assert claims["floor_worse"] == {m for m, v in ruling["floor"].items() if v == "worse"}
         for entry in statistics.get(f"{model} · {dataset} · robustness", []):  # each metric's floor lists
             eval_name = next(e.name for e in EVALS.all() if entry["metric"] in (e.metric_names or {}))
             own = statistics.get(f"{model} · {dataset} · {eval_name}", {})
@@ -67,20 +55,8 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
             not_better = {m for m, v in ruled.items() if v != "better"}
             assert set(entry["not_better_than_floor"]) == not_better, entry["metric"]
             assert set(entry["worse_than_floor"]) == {m for m, v in ruled.items() if v == "worse"}, entry["metric"]
-        claimed = referee.robustness_sentence(findings, f"{model} · {dataset}")
-        if claimed is not None:  # every metric it names, recomputed: its top group, and whether it has a verdict
-            names = {name: (e.name, key) for e in EVALS.all() for key, name in (e.metric_names or {}).items()}
-            for name in claimed["agree"] | set(claimed["others"]):
-                eval_name, key = names[name]
-                higher = next(r["higher_is_better"] for r in records
-                              if (r["model"], r["dataset"], r["eval"], r["metric"]) == (model, dataset, eval_name, key))
-                other = referee.verdicts(referee.table_values(records, model, dataset, key, leave_out), higher)
-                if name in claimed["agree"]:
-                    assert other["top"] & ruling["top"], name
-                else:
-                    assert not other["top"] & ruling["top"] and claimed["others"][name] == other["top"], name
-            assert claimed["counts"] == (len(claimed["agree"]), len(claimed["agree"]) + len(claimed["others"]))
         checked += 1
+    sentences.Report(run_dir).read()
     return checked
 
 
@@ -230,3 +206,41 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
         row = validity[name]
         assert [f"{x:.2f}" for x in (row["tau"], *row["ci"])] == [tau, low, high] and row["n"] == int(said[4])
     assert {r["n"] for m, r in validity.items() if not m.startswith("naopc.")} == {int(said[8])}
+
+
+def test_the_referee_rejects_a_finding_the_rows_do_not_give_and_one_it_cannot_read():
+    """Each kind of sentence, altered by one claim (a count, a tau, a member of a group, a cost, a method), fails the
+    referee; so does a sentence of a kind no rule reads."""
+    report = sentences.Report(ROOT / "reports" / "default")
+    original = list(report.lines)
+
+    def bump(pattern: str, line: str, step: float) -> str:  # the first number the pattern captures, moved by step
+        found = re.search(pattern, line)
+        value = float(found[1]) + step
+        text = f"{value:.{len(found[1].split('.')[1])}f}" if "." in found[1] else str(int(value))
+        return line[:found.start(1)] + text + line[found.end(1):]
+
+    def first(marker: str) -> str:
+        return next(line for line in original if marker in line)
+
+    group = first("the top group, which no method beats pair by pair, is")
+    altered = [
+        bump(r"(\d+) of \d+ methods are better", first(": against the random floor ("), 1),
+        bump(r"Kendall tau (-?[\d.]+)", first("agrees best with"), 0.01),
+        re.sub(r", (\w+) \(Wilcoxon signed-rank on each", r" (Wilcoxon signed-rank on each", group, count=1),
+        bump(r"takes ([\d.]+) s per example", first("the cheapest method"), 0.001),
+        bump(r"mean difference (-?[\d.]+)", first("(first and second by mean)"), 0.0001),
+        bump(r"P\(equivalent\) = ([\d.]+)", first("(first and second by mean)"), 0.001),
+        bump(r"Kendall tau of the method orders (-?[\d.]+)", first("the metrics disagree most"), -0.01),
+        first("give the same scores on every example").replace("feature_ablation", "saliency", 1),
+    ]
+    for line in altered:
+        assert line not in original
+        report.lines = [line]
+        with pytest.raises(AssertionError):
+            report.read()
+    report.lines = [original[0].split(":", 1)[0] + ": every method is faithful."]
+    with pytest.raises(AssertionError, match="no referee reads this finding"):
+        report.read()
+    report.lines = original[:1]
+    assert sum(report.read().values()) == 1
