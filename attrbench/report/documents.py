@@ -395,15 +395,28 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
             a, b = comparison["pair"]
             if comparison.get("p_better") is None:
                 continue
-            ci = comparison["ci"]
+            ci, separated = comparison["ci"], comparison["separated"]
+            # the interval is of the mean and uncorrected, the verdict the signed ranks' under Holm: where the two
+            # read differently the sentence says so rather than leave a reader to find a contradiction
+            caveat = ""
+            if ci is not None and separated == (ci[0] <= 0 <= ci[1]):
+                pairs = stats["pairs_tested"]
+                reads = ("holds 0: the signed ranks of the differences separate them, their mean does not" if separated
+                         else "excludes 0, the Holm-corrected test does not")
+                caveat = (f"; the interval of the mean difference (95 %, not corrected for the {pairs} pair"
+                          f"{'' if pairs == 1 else 's'}) {reads}")
             out.append(
                 f"{name}: {a} against {b} (first and second by mean) by {metric}: mean difference "
                 f"{comparison['difference']:.4f}" + (f" [{ci[0]:.4f}, {ci[1]:.4f}]" if ci else "")
-                + f", {'separated' if comparison['separated'] else 'not separated'} pair by pair (Holm p = "
-                f"{format_p(comparison['p_holm'])}); Bayesian signed-rank (ROPE ±{comparison['rope']}, "
+                + (f", separated pair by pair ({comparison['better']} better, " if separated else
+                   ", not separated pair by pair (") + f"Holm p = {format_p(comparison['p_holm'])})" + caveat
+                + f"; Bayesian signed-rank (ROPE ±{comparison['rope']}, "
                 f"{comparison['samples']:,} posterior draws): P({a} better) = {comparison['p_better']:.3f}, "
                 f"P(equivalent) = {comparison['p_equivalent']:.3f}, P({b} better) = {comparison['p_worse']:.3f}, "
-                "each the posterior probability that this outcome is the most probable of the three.")
+                "each the posterior probability that this outcome is the most probable of the three"
+                + (f"; separated, yet practically equivalent (P(equivalent) ≥ 0.95): a consistent difference "
+                   f"smaller than ±{comparison['rope']}"
+                   if separated and comparison["verdict"] == "equivalent" else "") + ".")
         pair = agreement.get((model, dataset))
         if pair is not None:
             a, b = (_metric_label(pair[side]) for side in ("metric A", "metric B"))

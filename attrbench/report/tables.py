@@ -300,7 +300,8 @@ def adjacent_bayes(values: dict, verdicts: dict, higher_is_better: bool, rope: f
         x, y = common(values[a], values[b])
         pair = verdicts["pairs"][f"{a} vs {b}"]
         row = {"pair": [a, b], "n": len(x), "rope": rope, "difference": pair["difference"], "ci": pair["ci"],
-               "p_holm": pair["p_holm"], "separated": pair["separated"], "samples": BAYES_DRAWS}
+               "p_holm": pair["p_holm"], "separated": pair["separated"], "better": pair["better"],
+               "samples": BAYES_DRAWS}
         if len(x) < 2:
             out.append({**row, "verdict": "undecided"})
             continue

@@ -281,10 +281,15 @@ class Report:
     def rule_adjacent(self, suite: str, body: str) -> bool:
         found = re.fullmatch(
             rf": ({NAME}) against ({NAME}) \(first and second by mean\) by (.+?): mean difference ({NUMBER})"
-            rf"(?: \[({NUMBER}), ({NUMBER})\])?, (separated|not separated) pair by pair \(Holm p = (.+?)\); Bayesian "
-            rf"signed-rank \(ROPE ±({NUMBER}), ([\d,]+) posterior draws\): P\(\1 better\) = ({NUMBER}), "
+            rf"(?: \[({NUMBER}), ({NUMBER})\])?, (separated|not separated) pair by pair "
+            rf"\((?:({NAME}) better, )?Holm p = (.+?)\)"
+            rf"(?:; the interval of the mean difference \(95 %, not corrected for the (\d+) pairs?\) (holds 0: the "
+            rf"signed ranks of the differences separate them, their mean does not|excludes 0, the Holm-corrected test "
+            rf"does not))?; "
+            rf"Bayesian signed-rank \(ROPE ±({NUMBER}), ([\d,]+) posterior draws\): P\(\1 better\) = ({NUMBER}), "
             rf"P\(equivalent\) = ({NUMBER}), P\(\2 better\) = ({NUMBER}), each the posterior probability that this "
-            rf"outcome is the most probable of the three\.", body)
+            rf"outcome is the most probable of the three(; separated, yet practically equivalent \(P\(equivalent\) ≥ "
+            rf"0\.95\): a consistent difference smaller than ±({NUMBER}))?\.", body)
         if not found:
             return False
         import baycomp
@@ -307,18 +312,28 @@ class Report:
         else:
             assert (found[5], found[6]) == (f"{low:.4f}", f"{high:.4f}"), suite
         pair = frozenset((a, b))
-        assert (found[7] == "separated") == (ruling["separated"][pair] is not None)
-        assert found[8] == _p(ruling["p_holm"][pair])
-        rope = float(found[9])
+        separated = found[7] == "separated"
+        assert found[8] == ruling["separated"][pair] and separated == (found[8] is not None)
+        assert found[9] == _p(ruling["p_holm"][pair])
+        k = len(ruling["values"])
+        crossed = low <= 0 <= high if found[5] is not None else None
+        # the caveat where the uncorrected interval of the mean and the Holm-corrected signed-rank verdict differ
+        assert (found[11] is not None) == (crossed is not None and separated == crossed), body
+        if found[11]:
+            assert int(found[10]) == k * (k - 1) // 2 and found[11].startswith("holds 0") == separated
+        rope = float(found[12])
         assert rope == ruling["evaluation"].rope.get(ruling["key"], 0.01)
-        said = np.array([float(found[11]), float(found[12]), float(found[13])])
+        said = np.array([float(found[14]), float(found[15]), float(found[16])])
         if len(d) <= 300:  # baycomp itself, with the report's draws: the same three numbers
-            got = baycomp.SignedRankTest.probs(d, np.zeros(len(d)), rope=rope, nsamples=int(found[10].replace(",", "")),
+            got = baycomp.SignedRankTest.probs(d, np.zeros(len(d)), rope=rope, nsamples=int(found[13].replace(",", "")),
                                                random_state=self.seed)
-            assert [f"{p:.3f}" for p in got] == [found[11], found[12], found[13]], suite
+            assert [f"{p:.3f}" for p in got] == [found[14], found[15], found[16]], suite
+            said = np.array(got)
         else:  # baycomp is slow beyond a few hundred examples: other draws, fewer, agree within their noise
             got = baycomp.SignedRankTest.probs(d, np.zeros(len(d)), rope=rope, nsamples=500, random_state=self.seed + 1)
             assert np.abs(np.array(got) - said).max() <= 0.1, (suite, got, said)
+        assert (found[17] is not None) == (separated and said[1] >= 0.95), body
+        assert found[17] is None or float(found[18]) == rope
         return True
 
     def _independent_tables(self, suite: str) -> list[tuple[str, object, str]]:

@@ -125,8 +125,9 @@ def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     assert model_line("/data/my-bert", own) == "- model `/data/my-bert`: /data/my-bert, weights sha256 dddddddddddd…"
 
 
-def _suite(means: dict[str, float], floor: float = 0.3, n: int = 40, seed: int = 0):
-    """A suite whose headline table holds methods with planted effects over a random floor, as records."""
+def _suite(means: dict[str, float], floor: float = 0.3, n: int = 40, seed: int = 0, planted: dict | None = None):
+    """A suite whose headline table holds methods with planted effects over a random floor, as records
+    (``planted``: a method's values added to the shared base instead of its mean and noise)."""
     import numpy as np
 
     from attrbench.ops.stats import interval, summary
@@ -144,7 +145,8 @@ def _suite(means: dict[str, float], floor: float = 0.3, n: int = 40, seed: int =
                 "example_ids": ids, "values": values, "higher_is_better": True, **summary(values),
                 **interval(values), **extra}
 
-    group = [record(m, base + mu + rng.normal(0, 0.02, n)) for m, mu in means.items()]
+    group = [record(m, base + ((planted or {}).get(m) if m in (planted or {}) else mu + rng.normal(0, 0.02, n)))
+             for m, mu in means.items()]
     group.append(record("random_floor", base + floor + rng.normal(0, 0.005, n), family="baseline",
                         floor={"draws": 100}, mc_se=[0.001] * n))
     evaluation = EVALS.get("erasure_aopc")
@@ -181,6 +183,33 @@ def test_findings_name_a_lone_best_method_and_what_it_beats():
                for line in lines)
     bayes = next(line for line in lines if "Bayesian signed-rank" in line)
     assert "P(best better) = " in bayes and "5,000 posterior draws" in bayes and "separated pair by pair" in bayes
+
+
+def test_a_pair_the_signed_ranks_separate_but_its_mean_does_not_is_said_to_be():
+    """steady beats erratic by 0.01 on 36 of 40 examples and loses the other 4 by 0.5: erratic has the higher mean,
+    the signed ranks separate the two in steady's favour, and the interval of the mean difference holds 0. The
+    sentence names the better method and says that the two read differently, rather than print "[−0.09, 0.01],
+    separated" and leave the reader a contradiction; a pair the test cannot separate though the uncorrected
+    interval excludes 0 is said to be too."""
+    import numpy as np
+
+    from attrbench.report.documents import findings
+
+    erratic = np.where(np.arange(40) < 36, -0.01, 0.5)
+    lines = findings(*_suite({"steady": 0.5, "erratic": 0.5}, planted={"steady": np.full(40, 0.5),
+                                                                       "erratic": 0.5 + erratic}), {})
+    [line] = [line for line in lines if "(first and second by mean)" in line]
+    assert line.startswith("minilm-l6-sst2 · sst2: erratic against steady (first and second by mean)")
+    assert "separated pair by pair (steady better, Holm p = " in line
+    assert ("; the interval of the mean difference (95 %, not corrected for the 1 pair) holds 0: the signed ranks "
+            "of the differences separate them, their mean does not;") in line
+    # a higher mean, but tied on 22 of 40 examples: the sign test (10 wins, 8 losses) cannot separate them
+    close = np.concatenate([np.zeros(22), np.full(10, 0.02), np.full(8, -0.001)])
+    lines = findings(*_suite({"a": 0.5, "b": 0.5, "c": 0.2}, planted={"a": np.full(40, 0.5) + close,
+                                                                       "b": np.full(40, 0.5)}), {})
+    [line] = [line for line in lines if "(first and second by mean)" in line]
+    assert "not separated pair by pair (Holm p = " in line
+    assert "(95 %, not corrected for the 3 pairs) excludes 0, the Holm-corrected test does not;" in line
 
 
 def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
