@@ -426,3 +426,37 @@ def test_a_config_may_score_two_splits_of_a_dataset_but_not_one_twice(tmp_path):
     path.write_text('name = "c"\n' + suite + suite.replace("evals", 'split = "test"\nevals'))  # its default split
     with pytest.raises(InputError, match=r"timing on m / sva-linzen is already in suite\[0\]"):
         read_config(path)
+
+
+def test_two_metrics_are_compared_on_the_same_examples_matched_by_id():
+    """Metric agreement pairs two tables' examples by id: the same values stored in another example order, or on six
+    of the twelve (as a budget leaves one metric behind), agree perfectly, tau 1 on the examples both have. Paired
+    by position, the six would meet the other table's first six, where the methods' order is the reverse."""
+    import numpy as np
+
+    from attrbench.ops.stats import interval, summary
+    from attrbench.registry import EVALS
+    from attrbench.report.tables import Table, agreement_table, rank_table
+
+    rng = np.random.default_rng(3)
+    # the order on the first six examples is the reverse of the order on the last six
+    scores = {m: np.r_[np.full(6, early), np.full(6, late)] + rng.normal(0, 0.01, 12)
+              for m, early, late in (("a", 0.9, 0.1), ("b", 0.1, 0.9), ("c", 0.5, 0.3), ("d", 0.3, 0.5))}
+
+    def table(eval_name: str, metric: str, order: list[int]) -> Table:
+        evaluation = EVALS.get(eval_name)
+        group = []
+        for method, values in scores.items():
+            kept = [float(values[i]) for i in order]
+            group.append({"model": "m", "dataset": "d", "eval": eval_name, "metric": metric, "method": method,
+                          "example_ids": [f"e{i}" for i in order], "values": kept, "higher_is_better": True,
+                          **summary(kept), **interval(kept)})
+        return Table("m", "d", evaluation, group, None, "", rank_table(evaluation, group))
+
+    first = table("naopc", "naopc_comprehensiveness", list(range(12)))
+    other = table("erasure_aopc", "comprehensiveness_aopc", list(range(11, -1, -1)))  # in the reverse order
+    frame, _ = agreement_table([first, other], 200)
+    assert frame["_tau"].tolist() == [1.0] and frame["n"].tolist() == [12]
+    behind = table("erasure_aopc", "comprehensiveness_aopc", [9, 6, 11, 8, 10, 7])  # the last six, shuffled
+    frame, _ = agreement_table([first, behind], 200)
+    assert frame["_tau"].tolist() == [1.0] and frame["n"].tolist() == [6]
