@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from attrbench.registry import EVALS
+from attrbench.registry import EVALS, METHODS
 from attrbench.report import write_report
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import collect, run_leaderboard
@@ -161,6 +161,20 @@ def test_the_readmes_findings_are_the_published_statistics():
     assert verdicts[worse] == "worse" and round(100 * row["win_rate"]) == int(floor[7])
     assert f"{row['p_holm']:.2g}" == floor[8]
     assert sum(worse in e["worse_than_floor"] for e in votes) == int(floor[9])
+    held = re.search(r"On (\d+) agreement items held out from every other table \(the probe's validation split\), by "
+                     r"the known answer \(ground-truth MRR, each pair tested, Holm\), the top group is (.+?) "
+                     r"\(ALTI-Logit and (\w+) of the rollout family\), without `(\w+)`, which NAOPC comprehensiveness "
+                     r"puts alone at the top on the test items; (\d+) of the (\d+) methods find the subject better "
+                     r"than a random attribution does\.", found)
+    assert held, "the README no longer says what the held-out agreement items found"
+    table = full["minilm-l6-sva · sva-linzen:val · ground_truth"]
+    top = re.findall(r"`(\w+)`", held[2])
+    assert table["metric"] == "mrr" and table["pair_n"] == [int(held[1])] * 2 and set(top) == set(table["top"])
+    families = [METHODS.get(m).family for m in top]
+    assert sorted(families) == ["logit"] + ["rollout"] * {"four": 4}[held[3]] and "alti_logit" in top
+    assert held[4] not in top and full["minilm-l6-sva · sva-linzen · naopc"]["top"] == [held[4]]
+    verdicts = [row["verdict"] for row in table["floor"].values()]
+    assert (verdicts.count("better"), table["k"]) == (int(held[5]), int(held[6]))
     named = re.search(r"\(n = (\d+) per suite\) (.+?) are not better than a random attribution", found)
     for suite in list(suites.values())[:2]:
         table = default[f"{suite} · naopc"]
