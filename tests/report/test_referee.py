@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from attrbench.registry import EVALS, METHODS
+from attrbench.registry import METHODS
 from attrbench.report import write_report
 from attrbench.runtime.config import read_config
-from attrbench.runtime.pipeline import collect, run_leaderboard
-from tests.report import referee, sentences
+from attrbench.runtime.pipeline import run_leaderboard
+from tests.report import sentences
 from tests.report.test_documents import REPORT_CONFIG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -27,36 +27,25 @@ def check(run_dir: Path, headline_eval: str = "naopc", metric: str = "naopc_comp
     """Recompute every suite's headline verdicts from the rows and compare them with statistics.json (every pair,
     each robustness metric's methods not better than and worse than the random floor), and every sentence of the
     findings (:mod:`tests.report.sentences`); returns how many suites' headlines were checked."""
-    records = referee.complete(collect(run_dir)[0])
-    statistics = json.loads((run_dir / "statistics.json").read_text())
+    report = sentences.Report(run_dir)
     checked = 0
-    for title, table in statistics.items():
+    for title, table in report.statistics.items():
         if not title.endswith(f" · {headline_eval}") or table.get("metric") != metric:
             continue
-        model, dataset, _ = title.split(" · ")
-        same = referee.aliases(records, model, dataset)
-        assert set(same) == {m for names in table.get("aliases", {}).values() for m in names}
-        leave_out = {referee.FLOOR, table.get("reference"), *same}
-        values = referee.table_values(records, model, dataset, metric, leave_out)
-        floor = referee.table_values(records, model, dataset, metric).get(referee.FLOOR)
-        assert (floor is not None) == ("floor" in table), f"{title}: the referee and the report judge different floors"
-        ruling = referee.verdicts(values, table["higher_is_better"], floor)
+        suite = title.removesuffix(f" · {headline_eval}")
+        assert set(report.aliases(suite)) == {m for names in table.get("aliases", {}).values() for m in names}
+        ruling = report.ruling(suite, report.name_of(metric))
+        assert (ruling["floor_values"] is not None) == ("floor" in table), \
+            f"{title}: the referee and the report judge different floors"
         for pair in table.get("pairs", {}).values():  # every pair of the table, not only the ones a sentence names
             assert pair["better"] == ruling["separated"][frozenset(pair["pair"])], pair["pair"]
-        for entry in statistics.get(f"{model} · {dataset} · robustness", []):  # each metric's floor lists
-            eval_name = next(e.name for e in EVALS.all() if entry["metric"] in (e.metric_names or {}))
-            own = statistics.get(f"{model} · {dataset} · {eval_name}", {})
-            higher = next(r["higher_is_better"] for r in records if (r["model"], r["dataset"], r["eval"], r["metric"])
-                          == (model, dataset, eval_name, entry["metric"]))
-            rows = referee.table_values(records, model, dataset, entry["metric"])
-            ruled = {} if referee.FLOOR not in rows else referee.verdicts(referee.table_values(
-                records, model, dataset, entry["metric"], {referee.FLOOR, own.get("reference"), *same}), higher,
-                rows[referee.FLOOR])["floor"]
-            not_better = {m for m, v in ruled.items() if v != "better"}
-            assert set(entry["not_better_than_floor"]) == not_better, entry["metric"]
+        for entry in report.statistics.get(f"{suite} · robustness", []):  # each metric's floor lists
+            ruled = report.ruling(suite, report.name_of(entry["metric"])).get("floor", {})
+            assert set(entry["not_better_than_floor"]) == {m for m, v in ruled.items() if v != "better"}, \
+                entry["metric"]
             assert set(entry["worse_than_floor"]) == {m for m, v in ruled.items() if v == "worse"}, entry["metric"]
         checked += 1
-    sentences.Report(run_dir).read()
+    report.read()
     return checked
 
 
