@@ -196,6 +196,11 @@ def shared_examples(a: dict[str, dict], b: dict[str, dict], methods: list[str]) 
     return sorted({i for m in methods for i in a[m]} & {i for m in methods for i in b[m]})
 
 
+def columns(values: dict[str, dict], methods: list[str], ids: list, sign: float = 1.0) -> dict[str, list]:
+    """Per method, its values (:func:`by_example`) on ``ids`` times ``sign``, None where it has none."""
+    return {m: [None if values[m].get(i) is None else sign * values[m][i] for i in ids] for m in methods}
+
+
 @dataclass
 class Table:
     """One evaluation's table on one suite, with its statistics (``statistics`` None for analyses)."""
@@ -600,8 +605,7 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
             (va, sa), (vb, sb) = per_metric[a], per_metric[b]
             common = [m for m in va if m in vb]
             ids = shared_examples(va, vb, common)
-            oriented = {a: {m: [None if va[m].get(e) is None else sa * va[m][e] for e in ids] for m in common},
-                        b: {m: [None if vb[m].get(e) is None else sb * vb[m][e] for e in ids] for m in common}}
+            oriented = {a: columns(va, common, ids, sa), b: columns(vb, common, ids, sb)}
             result = agreement_interval(oriented, a, b, resamples, seed)
             if result is None or result["tau"] is None:
                 continue
@@ -640,9 +644,7 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
             ids = shared_examples(answer, values, methods)
             if len(methods) < 3 or not ids:
                 continue
-            oriented = {"truth": {m: [answer[m].get(i) for i in ids] for m in methods},
-                        "metric": {m: [None if values[m].get(i) is None else sign * values[m][i] for i in ids]
-                                   for m in methods}}
+            oriented = {"truth": columns(answer, methods, ids), "metric": columns(values, methods, ids, sign)}
             result = agreement_interval(oriented, "truth", "metric", resamples, seed)
             if result is None or result["tau"] is None:
                 continue

@@ -30,6 +30,11 @@ def _p(p: float) -> str:
     return "< 1e-300" if p < 1e-300 else f"{p:.2g}"
 
 
+def _shared(a: dict[str, dict], b: dict[str, dict]) -> list:
+    """The examples on which two metrics ({method: {example: value}}) both have a value for some method."""
+    return sorted({i for v in a.values() for i in v} & {i for v in b.values() for i in v})
+
+
 def _names(listing: str) -> list[str]:
     """The items of "a (x, y), b, c (z)": commas inside parentheses do not split."""
     return [item for item in re.split(r", (?![^()]*\))", listing) if item]
@@ -73,11 +78,8 @@ class Report:
     def values(self, suite: str, evaluation, key: str, leave_out=()) -> tuple[dict, dict | None]:
         """Per method {example: value} of a table's metric, the reference, the floor and aliases left out; and
         the floor's."""
-        model, dataset = self.suites[suite]
         reference = self.statistics.get(f"{suite} · {evaluation.name}", {}).get("reference")
-        rows = {r["method"]: {i: v for i, v in zip(r["example_ids"], r["values"]) if v is not None}
-                for r in self.records if (r["model"], r["dataset"], r["eval"], r["metric"])
-                == (model, dataset, evaluation.name, key) and "example_ids" in r}
+        rows = referee.table_values(self.records, *self.suites[suite], key)
         skip = {FLOOR, reference, *self.aliases(suite), *leave_out}
         return {m: v for m, v in rows.items() if m not in skip}, rows.get(FLOOR)
 
@@ -364,7 +366,7 @@ class Report:
         taus = {}
         for i, a in enumerate(tables):
             for b in list(tables)[i + 1:]:
-                ids = sorted({e for v in tables[a].values() for e in v} & {e for v in tables[b].values() for e in v})
+                ids = _shared(tables[a], tables[b])
                 taus[(a, b)] = (referee.kendall_of_means(tables[a], tables[b], ids, ids), ids)
         pair = (found[1], found[2])
         assert pair in taus, (suite, pair)
@@ -440,7 +442,7 @@ class Report:
             evaluation = EVALS.get(eval_name)
             values = self._oriented(suite, evaluation, key)
             methods = [m for m in known if m in values]
-            ids = sorted({i for m in methods for i in known[m]} & {i for m in methods for i in values[m]})
+            ids = _shared({m: known[m] for m in methods}, {m: values[m] for m in methods})
             name = self.name_of(key) + (" (derived)" if evaluation.derived else "")
             taus[name] = (referee.kendall_of_means({m: known[m] for m in methods}, values, ids, ids), ids, values)
         order = sorted(taus, key=lambda name: taus[name][0], reverse=True)
@@ -466,10 +468,9 @@ class Report:
         base = found[1]
         here, there = self.ruling(suite, found[2]), self.ruling(base, found[2])
         methods = [m for m in there["values"] if m in here["values"]]
-        first = {m: there["values"][m] for m in methods}
-        other = {m: here["values"][m] for m in methods}
         sign = 1 if here["higher"] else -1
-        first, other = ({m: {i: sign * v for i, v in vs.items()} for m, vs in side.items()} for side in (first, other))
+        first, other = ({m: {i: sign * v for i, v in side["values"][m].items()} for m in methods}
+                        for side in (there, here))
         ids = [sorted({i for v in side.values() for i in v}) for side in (first, other)]
         tau = referee.kendall_of_means(first, other, ids[0], ids[1])
         assert (int(found[3]), found[4]) == (len(methods), f"{tau:.2f}")
