@@ -39,6 +39,7 @@ class Param:
     kind: Optional[type | tuple[type, ...]] = None  # default: the type of ``default``
     choices: Optional[tuple] = None
     minimum: Optional[float] = None
+    maximum: Optional[float] = None
     legacy: Any = UNSET  # the value rows stored before this parameter existed had: left out of ``key``
 
     def is_legacy(self, value: Any) -> bool:
@@ -57,6 +58,8 @@ class Param:
             raise InputError(f"{owner} parameter '{name}' is {value!r}; allowed: {', '.join(map(str, self.choices))}")
         if self.minimum is not None and value is not None and value < self.minimum:
             raise InputError(f"{owner} parameter '{name}' is {value!r}; it must be at least {self.minimum:g}")
+        if self.maximum is not None and value is not None and value > self.maximum:
+            raise InputError(f"{owner} parameter '{name}' is {value!r}; it must be at most {self.maximum:g}")
         return value
 
 

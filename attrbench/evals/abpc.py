@@ -28,6 +28,7 @@ class ABPC(Evaluation):
     higher_is_better = {"abpc": True}
     bounds = {"abpc": (-1.0, 1.0)}  # a mean difference of two probabilities
     metric_names = {"abpc": "ABPC"}
+    undefined_when = {"abpc": "fewer than two features: no curve"}
     derived = "AOPC_comp - AOPC_suff of the full removal curves (naopc's raw AOPCs with the same perturbation)"
     params = {"perturbation": Param("auto", "how features are removed: delete, mask, pad or auto (mask if the model "
                                             "has a mask token, else delete)", choices=OPERATORS),

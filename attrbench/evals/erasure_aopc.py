@@ -47,6 +47,8 @@ class ErasureAOPC(Evaluation):
     bounds = {"comprehensiveness_aopc": (-1.0, 1.0), "sufficiency_aopc": (-1.0, 1.0)}  # mean drops of a probability
     metric_names = {"comprehensiveness_aopc": "erasure AOPC comprehensiveness",
                     "sufficiency_aopc": "erasure AOPC sufficiency"}
+    undefined_when = dict.fromkeys(("comprehensiveness_aopc", "sufficiency_aopc"),
+                                   "one feature: deleting it would leave nothing")
     robustness = ("comprehensiveness_aopc",)
     params = {"perturbation": PERTURBATION, "unit": UNIT}
 

@@ -89,6 +89,7 @@ class FaithfulnessCorr(Evaluation):
     higher_is_better = {"spearman": True}
     bounds = {"spearman": (-1.0, 1.0)}
     metric_names = {"spearman": "Spearman with the reference attribution"}
+    undefined_when = {"spearman": "fewer than two tokens, or a constant reference: no rank correlation"}
     record_fields = ("reference", "rank", "published")
 
     def reference_for(self, dataset: str) -> str:

@@ -46,6 +46,9 @@ class GroundTruth(Evaluation):
     bounds = dict.fromkeys(METRICS, (0.0, 1.0))
     metric_names = {"mrr": "ground-truth MRR", "pointing_game": "pointing game", "precision_at_k": "precision@k",
                     "mass_accuracy": "relevance mass accuracy", "above_attractors": "evidence above attractors"}
+    undefined_when = {**dict.fromkeys(("mrr", "pointing_game", "precision_at_k", "mass_accuracy"),
+                                      "no evidence located, or evidence covering none or all of the features"),
+                      "above_attractors": "no attractor noun"}
     robustness = ()  # a known answer, not one more faithfulness vote: reported apart and used to judge the metrics
     headline = 200
     params = {"unit": Param("word", "what a feature is: a word (its tokens' scores summed) or a subword token",

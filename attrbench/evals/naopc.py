@@ -125,6 +125,10 @@ class NAOPC(Evaluation):
     higher_is_better = {"naopc_comprehensiveness": True, "naopc_sufficiency": False}
     bounds = dict.fromkeys(higher_is_better, (0.0, 1.0))  # the bounds are widened to every ordering seen
     metric_names = {"naopc_comprehensiveness": "NAOPC comprehensiveness", "naopc_sufficiency": "NAOPC sufficiency"}
+    undefined_when = dict.fromkeys(("naopc_comprehensiveness", "naopc_sufficiency"),
+                                   "fewer than two features, or every ordering scores the same: no range to "
+                                   "normalise by")
+    at_bound_when = {"naopc_comprehensiveness": "the method's order is as good as the best order the bounds found"}
     robustness = ("naopc_comprehensiveness", "naopc_sufficiency")
     params = {"perturbation": Param("auto", "how features are removed (Edin et al.: [MASK]); auto: mask if the model "
                                             "has a mask token, else delete", choices=OPERATORS),

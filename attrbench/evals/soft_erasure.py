@@ -27,6 +27,8 @@ drop), with standard error std / √draws. It is the costly floor: 2 · ``sample
 inputs per example (4,000 at the defaults, one request that the batcher packs into full batches), about
 as many as 100 methods' soft erasure.
 """
+from typing import Optional
+
 import numpy as np
 import torch
 
@@ -47,8 +49,10 @@ def embeddings_reason(adapter):
     return None
 
 
-def keep_probabilities(scores: np.ndarray, special: np.ndarray, importance: str = "minmax"):
-    """q_i in [0, 1] from the scores (specials: 1, never masked); None when the scores say nothing."""
+def keep_probabilities(scores: np.ndarray, special: np.ndarray, importance: str = "minmax",
+                       retain: Optional[float] = None):
+    """q_i in [0, 1] from the scores (specials: 1, never masked); None when the scores say nothing. With ``retain``
+    (π), q is rescaled to mean π over the non-special tokens (:func:`at_retain`); None where it cannot be."""
     scores = np.asarray(scores, dtype=np.float64)
     own = scores[~special]
     if importance == "positive":
@@ -63,9 +67,33 @@ def keep_probabilities(scores: np.ndarray, special: np.ndarray, importance: str 
         if spread == 0:
             return None
         q = (own - own.min()) / spread
+    if retain is not None:
+        q = at_retain(q, retain)
+        if q is None:
+            return None
     out = np.ones(len(scores))
     out[~special] = q
     return out
+
+
+def at_retain(q: np.ndarray, retain: float) -> Optional[np.ndarray]:
+    """min(1, c·q) with the one c > 0 that makes its mean ``retain``: the same expected share of kept embedding
+    dimensions for every method (sufficiency keeps π, comprehensiveness 1 − π), the ratios of q kept below the cap.
+    Water-filling: the largest q are capped at 1 one by one until the rest, scaled, stay below it. None where too few
+    q are positive for any c to reach π (minmax gives the lowest-scored token q = 0)."""
+    q = np.asarray(q, dtype=np.float64)
+    target = retain * len(q)
+    if not len(q) or np.count_nonzero(q > 0) < target - 1e-12:
+        return None
+    ordered = np.sort(q)[::-1]
+    for capped in range(len(q)):
+        rest = ordered[capped:].sum()
+        if rest <= 0:
+            break
+        scale = (target - capped) / rest
+        if scale * ordered[capped] <= 1.0:
+            return np.minimum(1.0, scale * q)
+    return np.minimum(1.0, np.ceil(q))  # every positive q kept: reached only where π equals their share
 
 
 def masked_probability(adapter, ids: list[int], readout_row: int, resolved, keep: np.ndarray, uniform: torch.Tensor
@@ -92,15 +120,27 @@ class SoftErasure(Evaluation):
               "soft_sufficiency_raw": (-1.0, 1.0)}  # clipped ratios; differences of probabilities
     metric_names = {"soft_nc": "Soft-NC", "soft_ns": "Soft-NS", "soft_comprehensiveness_raw": "soft comprehensiveness",
                     "soft_sufficiency_raw": "soft sufficiency"}
+    undefined_when = {**dict.fromkeys(("soft_nc", "soft_ns"), "zeroing every embedding does not lower p: nothing to "
+                                                              "normalise by"),
+                      **dict.fromkeys(("soft_comprehensiveness_raw", "soft_sufficiency_raw"),
+                                      "one scorable token: no score varies")}
+    at_bound_when = {"soft_nc": "the comprehensiveness masks lower p as far as zeroing every embedding and the ratio "
+                                "is clipped; the more dimensions a method's keep probabilities remove, the likelier: "
+                                "pi_soft_erasure compares methods at one expected share",
+                     "soft_ns": "the sufficiency masks do not lower p, and the ratio is clipped"}
     robustness = ("soft_nc", "soft_ns")
     params = {"samples": Param(20, "Bernoulli mask samples per example (the expectation's sample size)", minimum=1),
               "importance": Param("minmax", "scores to keep probabilities: minmax (the paper's code), sigmoid or "
                                             "positive", choices=IMPORTANCE)}
 
+    def retain_target(self) -> Optional[float]:
+        """The expected retaining probability every method is brought to (None: each method's own)."""
+        return None
+
     def check(self, adapter, methods, context):
         reason = embeddings_reason(adapter)
         if reason:
-            raise InputError(f"evaluation 'soft_erasure' cannot run on '{adapter.name}': {reason}; use "
+            raise InputError(f"evaluation '{self.name}' cannot run on '{adapter.name}': {reason}; use "
                              "erasure_aopc or naopc (token removal) instead")
         super().check(adapter, methods, context)
 
@@ -118,7 +158,7 @@ class SoftErasure(Evaluation):
 
     def score(self, work, result):
         special = special_mask(work.adapter, work.ids)
-        q = keep_probabilities(result.values, special, self.importance)
+        q = keep_probabilities(result.values, special, self.importance, self.retain_target())
         if q is None:
             return dict.fromkeys(METRICS)
         uniform = self._uniform(work)
@@ -148,7 +188,7 @@ class SoftErasure(Evaluation):
         """Per draw of uniform scores, the raw drops under the methods' masks, all draws in one request."""
         special = special_mask(work.adapter, work.ids)
         draws = work.rng("floor:soft_erasure").random((self.floor_draws, len(work.ids)))
-        keeps = [keep_probabilities(d, special, self.importance) for d in draws]
+        keeps = [keep_probabilities(d, special, self.importance, self.retain_target()) for d in draws]
         keeps = np.array([q for q in keeps if q is not None])  # None for every draw or none (one scored token)
         if not len(keeps):
             return {**dict.fromkeys(METRICS), "floor": {"exact": False}}
@@ -189,4 +229,35 @@ def _se(values: np.ndarray) -> float:
     return float(np.std(values, ddof=1) / np.sqrt(len(values))) if len(values) > 1 else 0.0
 
 
+class RetainedSoftErasure(SoftErasure):
+    """π-Soft-NC and π-Soft-NS: Soft-NC and Soft-NS with every method's keep probabilities brought to one expected
+    retaining probability π (Huang & Chan 2026, arXiv 2601.03089).
+
+    Soft-NS rewards keeping many words and Soft-NC removing many: a method whose minmax-rescaled scores sit mostly
+    near its maximum keeps most embedding dimensions under the sufficiency masks whatever its order says. Here q is
+    rescaled to mean π over the non-special tokens before the masks are drawn (:func:`at_retain`: min(1, c·q), the
+    ratios kept below the cap), so every method, and every draw of the random floor, keeps π of the dimensions in
+    expectation under sufficiency and 1 − π under comprehensiveness; the masks' uniform draws are soft_erasure's.
+    The rescaling is this project's reading of the paper's abstract (same expected retaining probability for every
+    method); undefined, besides Soft-NC's cases, where fewer than π of the tokens have a positive q. A control of
+    Soft-NC / Soft-NS: shown in the robustness panel, not counted as a vote of its own."""
+
+    name = "pi_soft_erasure"
+    description = "soft erasure with every method's keep probabilities rescaled to one expected retaining probability"
+    reference = "Huang & Chan 2026, Faithfulness Evaluation for Decoder-only LLM Attributions with Controlled " \
+                "Retained Information (arXiv 2601.03089)"
+    headline = 101
+    metric_names = {"soft_nc": "π-Soft-NC", "soft_ns": "π-Soft-NS", "soft_comprehensiveness_raw":
+                    "π-soft comprehensiveness", "soft_sufficiency_raw": "π-soft sufficiency"}
+    robustness = ()
+    params = {**SoftErasure.params,
+              "retain": Param(0.5, "π: the mean keep probability every method is rescaled to (sufficiency keeps π "
+                                   "of the embedding dimensions in expectation, comprehensiveness 1 − π)",
+                              minimum=0.01, maximum=0.99)}
+
+    def retain_target(self) -> Optional[float]:
+        return self.retain
+
+
 register(SoftErasure)
+register(RetainedSoftErasure)

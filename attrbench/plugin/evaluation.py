@@ -265,6 +265,9 @@ class Evaluation(Configurable):
     cost_metrics: dict[str, str] = {}
     rope: dict[str, float] = {}  # region of practical equivalence per metric (default 0.01)
     metric_names: dict[str, str] = {}  # each metric as a reader names it in findings ("NAOPC comprehensiveness")
+    # why a metric has no value on an example, and why it sits at its upper bound, as a table's note says it
+    undefined_when: dict[str, str] = {}
+    at_bound_when: dict[str, str] = {}
     robustness: Optional[tuple[str, ...]] = None  # the metrics that vote in a suite's robustness panel (default: the
     # primary metric of an independent faithfulness evaluation; none of a derived one)
     record_fields: tuple[str, ...] = ()  # payload fields that are the same on every example, kept in the records

@@ -302,7 +302,8 @@ def robustness_table(panel: list[dict]) -> tuple[pd.DataFrame, str]:
         stats = entry["statistics"]
         best = stats.get("order", [None])[0]
         stability = (stats.get("stability") or {}).get(best)
-        rows.append({"metric": entry["name"] + ("" if entry["vote"] else " (derived, not a vote)"),
+        rows.append({"metric": entry["name"] + ("" if entry["vote"] else " (derived, not a vote)"
+                                                if entry["table"].evaluation.derived else " (a control, not a vote)"),
                      "n": "–" if not stats.get("pair_n") else (str(stats["pair_n"][1]) if stats["pair_n"][0] ==
                                                                stats["pair_n"][1] else
                                                                f"{stats['pair_n'][0]}–{stats['pair_n'][1]}"),
@@ -314,8 +315,8 @@ def robustness_table(panel: list[dict]) -> tuple[pd.DataFrame, str]:
     note = ("robustness: each faithfulness metric of the suite with its own pairwise verdicts (Wilcoxon signed-rank, "
             "Holm); top group: no method beats it pair by pair; best mean: how often the method with the best mean "
             "keeps it over 1,000 bootstrap resamples of the examples every method was scored on; the floor: the "
-            "expected score of a random attribution. Each independent metric is one vote; a derived one is shown "
-            "beside them")
+            "expected score of a random attribution. Each independent metric is one vote; a derived one, or a control "
+            "of another, is shown beside them")
     return pd.DataFrame(rows), note
 
 

@@ -389,7 +389,7 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
         ranked_too = reference in rows
         note += (f"; reference method {reference} (unranked, left out of the statistics)" if ranked_too else
                  f"; the scores are compared with {reference}, computed for this table only")
-    note += _undefined_note(group, undefined) + _params_note(group) + _notes(evaluation, group)
+    note += _undefined_note(evaluation, group, undefined) + _params_note(group) + _notes(evaluation, group)
     return frame, note
 
 
@@ -407,19 +407,23 @@ def undefined_per_method(group: list[dict]) -> dict[str, int]:
     return {m: len(v) for m, v in out.items()}
 
 
-def _undefined_note(group: list[dict], undefined: dict[str, int]) -> str:
-    """Where values are undefined or sit at a clip bound, how many (per metric), so n is read right."""
+def _undefined_note(evaluation, group: list[dict], undefined: dict[str, int]) -> str:
+    """Where values are undefined or sit at a clip bound, how many (per metric) and why, so n is read right."""
     out = []
+    undefined_when, at_bound_when = evaluation.undefined_when, evaluation.at_bound_when
     for metric in dict.fromkeys(r["metric"] for r in group):
         rows = [r for r in group if r["metric"] == metric and r["method"] != FLOOR]
         values = [v for r in rows for v in r["values"] if v is not None]
         at_one = sum(v == 1.0 for v in values) / len(values) if values else 0.0
         if at_one >= 0.05 and max(values) <= 1.0:
-            out.append(f"{metric} is exactly 1 (its upper bound) on {at_one:.0%} of method × example cells")
+            why = f" ({at_bound_when[metric]})" if metric in at_bound_when else ""
+            out.append(f"{metric} is exactly 1 (its upper bound) on {at_one:.0%} of method × example cells{why}")
         everywhere = set.intersection(*[{i for i, v in zip(r["example_ids"], r["values"]) if v is None}
                                         for r in rows]) if rows else set()
         if everywhere:
-            out.append(f"{metric} is undefined for every method on {len(everywhere)} examples")
+            why = f" ({undefined_when[metric]})" if metric in undefined_when else ""
+            count = f"{len(everywhere)} example" + ("s" if len(everywhere) > 1 else "")
+            out.append(f"{metric} is undefined for every method on {count}{why}")
     return "".join(f"; {line}" for line in out)
 
 

@@ -9,11 +9,12 @@ import torch
 
 from attrbench.errors import InputError
 from attrbench.evals.naopc import NAOPC, beam_bounds, converged_beam_bounds, exact_bounds
-from attrbench.evals.soft_erasure import keep_probabilities, masked_probability
+from attrbench.evals.soft_erasure import at_retain, keep_probabilities, masked_probability
 from attrbench.ops.perturb import Perturbations, answer, resolve_operator, target_probabilities
 from attrbench.ops.targets import resolve_text
 from attrbench.ops.tokens import special_mask
-from attrbench.plugin.evaluation import EvalContext
+from attrbench.plugin.evaluation import EvalContext, Workspace
+from attrbench.datasets.base import Example
 from attrbench.registry import EVALS, METHODS
 
 
@@ -164,6 +165,63 @@ def test_soft_normalised_metrics_follow_the_paper(tiny_models):
     assert out["soft_nc"]["values"] == [pytest.approx(0.3 / 0.5), None]  # the second: zeroing raises p
     assert out["soft_ns"]["values"] == [pytest.approx((0.5 - 0.1) / 0.5), None]
     assert out["soft_comprehensiveness_raw"]["values"] == [0.3, 0.2]
+
+
+def test_retained_soft_erasure_brings_every_method_to_one_expected_share_of_kept_dimensions():
+    """π-Soft-NC's rescaling (Huang & Chan 2026): min(1, c·q) has mean π exactly, keeps the order and the ratios
+    of q below the cap, and is refused (None) where too few q are positive for any c to reach π."""
+    rng = np.random.default_rng(0)
+    for m in (2, 3, 7, 30):
+        for _ in range(50):
+            q = rng.random(m)
+            q = (q - q.min()) / np.ptp(q)  # minmax: one q is 0, one is 1
+            for retain in (0.05, 0.3, 0.5, 0.8):
+                kept = at_retain(q, retain)
+                if kept is None:
+                    assert np.count_nonzero(q) < retain * m
+                    continue
+                assert kept.mean() == pytest.approx(retain, abs=1e-12)
+                assert kept.min() >= 0 and kept.max() <= 1
+                assert np.all(np.diff(kept[np.argsort(q, kind="stable")]) >= -1e-15)  # the order is the method's
+                below = (kept < 1) & (q > 0)
+                ratios = kept[below] / q[below]
+                assert np.allclose(ratios, ratios[0] if len(ratios) else 0)  # one scale below the cap
+    assert at_retain(np.array([0.0, 0.0, 1.0]), 0.5) is None  # one positive q of three cannot average 0.5
+    # two methods with the same order, one keeping far more: Soft-NS's masks differ, π-Soft-NS's keep the same share
+    special = np.array([True, False, False, False, False, True])
+    low, high = np.array([0, 0.0, 0.1, 0.2, 1.0, 0]), np.array([0, 0.0, 0.8, 0.9, 1.0, 0])
+    assert keep_probabilities(low, special)[~special].mean() < 0.4 < keep_probabilities(high, special)[~special].mean()
+    for scores in (low, high):
+        q = keep_probabilities(scores, special, retain=0.5)
+        assert q[~special].mean() == pytest.approx(0.5) and np.all(q[special] == 1)
+    with pytest.raises(InputError, match="retain' is 1.0; it must be at most 0.99"):
+        EVALS.get("pi_soft_erasure").with_params(retain=1.0)
+
+
+def test_retained_soft_erasure_scores_a_method_and_the_floor_through_soft_erasures_masks(tiny_models):
+    """A method's π-soft drops are soft erasure's drops of its rescaled keep probabilities, on the same uniform
+    draws; every draw of its random floor is rescaled too; the table names its metrics π-Soft-NC and π-Soft-NS."""
+    adapter = tiny_models[("tiny-bert", "float64")]
+    work = Workspace().work(adapter, Example("x", "the keys to the [MASK] on the table", "contrast:is/are"), 0,
+                            "sva-generated")
+    soft, retained = EVALS.get("soft_erasure").with_params(samples=3), EVALS.get("pi_soft_erasure").with_params(
+        samples=3, retain=0.4)
+    scores = SimpleNamespace(values=np.linspace(-1.0, 2.0, len(work.ids)) ** 2)
+    special = special_mask(adapter, work.ids)
+    p_full = answer(work.perturbations().full())
+    q = keep_probabilities(scores.values, special, retain=0.4)
+    drops = answer(retained.score(work, scores))
+    uniform = soft._uniform(work)
+    for key, keep in (("soft_sufficiency_raw", q), ("soft_comprehensiveness_raw", np.where(special, 1.0, 1.0 - q))):
+        kept = masked_probability(adapter, work.ids, work.resolved.row, work.resolved, keep, uniform)
+        assert drops[key] == pytest.approx(p_full - kept, abs=1e-12)
+    assert drops != answer(soft.score(work, scores))
+    floor = answer(retained.floor(work))
+    draws = work.rng("floor:soft_erasure").random((retained.floor_draws, len(work.ids)))
+    first = keep_probabilities(draws[0], special, retain=0.4)
+    kept = masked_probability(adapter, work.ids, work.resolved.row, work.resolved, first, uniform)
+    assert floor["draws"]["sufficiency"][0] == pytest.approx(p_full - kept, abs=1e-12)
+    assert retained.metric_names["soft_nc"] == "π-Soft-NC" and retained.robustness == ()
 
 
 def test_contrast_targets_are_scored_as_the_same_contrast(tiny_models):

@@ -227,6 +227,41 @@ def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
     assert any("3 of 3 methods are better" in line for line in enough)
 
 
+def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is_not_a_vote():
+    """Soft-NC undefined for every method on an example (zeroing every embedding does not lower p) and exactly 1 on
+    many cells (clipped) are explained in the table's note, not only counted; π-Soft-NC, a control of Soft-NC, is
+    shown in the robustness panel and not counted as a vote."""
+    import numpy as np
+
+    from attrbench.ops.stats import interval, summary
+    from attrbench.report.documents import robustness, robustness_table
+    from attrbench.report.tables import leaderboard_tables
+
+    rng = np.random.default_rng(0)
+    ids = [f"e{i}" for i in range(30)]
+
+    def record(eval_name, method, metric, values):
+        return {"model": "minilm-l6-sst2", "dataset": "sst2", "eval": eval_name, "metric": metric, "method": method,
+                "method_family": "x", "example_ids": ids, "values": values, "higher_is_better": True,
+                **summary(values), **interval(values)}
+
+    records = []
+    for eval_name in ("soft_erasure", "pi_soft_erasure"):
+        for k, method in enumerate(("alti", "lime", "saliency")):
+            for metric in ("soft_nc", "soft_ns"):
+                values = [None if i < 2 else (1.0 if i < 12 else float(rng.uniform(0.2 * k, 0.9)))
+                          for i in range(30)]
+                records.append(record(eval_name, method, metric, values))
+    tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
+    note = tables["soft_erasure"].note
+    assert ("soft_nc is undefined for every method on 2 examples (zeroing every embedding does not lower p: nothing "
+            "to normalise by)") in note
+    assert "soft_nc is exactly 1 (its upper bound) on 36% of method × example cells (the comprehensiveness masks" in note
+    assert "soft_ns is exactly 1 (its upper bound) on 36% of method × example cells (the sufficiency masks" in note
+    frame, _ = robustness_table(robustness(list(tables.values())))
+    assert list(frame["metric"]) == ["Soft-NC", "Soft-NS", "π-Soft-NC (a control, not a vote)"]
+
+
 def test_findings_name_metrics_as_readers_do():
     from attrbench.report.documents import _metric_label
 
