@@ -105,8 +105,8 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
 
     Left out: a method with rows on fewer examples than the table's most complete method (the random floor is
     compared with the methods, never counted as one of them), the floor of a table with no method, and listed with
-    0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet (the verdicts are
-    then among the methods computed, and the findings say so). Until they catch up they are in no statistic,
+    0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet, in a table with no
+    row at all too (the verdicts are then among the methods computed, and the findings say so). Until they catch up they are in no statistic,
     finding or figure: a method on a few examples is beaten by none and would sit in the top group, and a floor
     on a few examples would separate nothing. The report says how far each is instead. A floor planned on a
     table's first examples only (a config's ``floor_n``) is complete on those."""
@@ -153,6 +153,12 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
             lagging[FLOOR] = (0, floor_of)
         if lagging:
             held[key] = lagging
+    for key, methods in expected.items():  # planned, no row stored yet: every method waits, and the floor
+        if key not in sizes and methods:
+            of = planned.get(key, 0)
+            held[key] = {m: (0, of) for m in methods}
+            if key in floors:
+                held[key][FLOOR] = (0, min(of, floor_n.get(key, of)))
     ranked = [r for r in records if r["method"] not in held.get((r["model"], r["dataset"], r["eval"]), {})]
     return ranked, held
 

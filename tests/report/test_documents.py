@@ -352,7 +352,8 @@ def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findi
 def test_methods_still_computing_are_held_back_with_how_far_they_are():
     """A table ranks the methods with rows on as many examples as its most complete method (the floor is not one);
     a method with fewer, and planned methods and floor with none yet, are held back with (examples, of the planned
-    n), and a finding says which planned methods the verdicts are without."""
+    n), in a planned table with no row at all too, and a finding says which planned methods the verdicts are
+    without."""
     from types import SimpleNamespace
 
     from attrbench.report.documents import computing_line, waiting_findings
@@ -365,21 +366,21 @@ def test_methods_still_computing_are_held_back_with_how_far_they_are():
         return [{"model": "x", "dataset": "d", "split": None, "scoring": [
             {"eval": "naopc", "n": 12, "floor": {"key": "floor(draws=100)"} if floor else None,
              "methods": [{"name": n} for n in methods]},
-            {"eval": "timing", "n": 12, "floor": None, "methods": [{"name": "a"}]}]}]  # no rows: nothing to judge
+            {"eval": "timing", "n": 12, "floor": None, "methods": [{"name": "a"}]}]}]  # no row yet: waits too
 
     analysis = {"model": "x", "dataset": "d", "eval": "mixing_ratio", "metric": "r", "method": "-"}
     records = [record("a", 10), record("a", 10, "m2"), record("b", 10), record("c", 4), record("c", 4, "m2"), analysis]
     ranked, held = still_computing(records, plan("abc"))
     assert [r["method"] for r in ranked] == ["a", "a", "b", "-"]
-    assert held == {("x", "d", "naopc"): {"c": (4, 12), "random_floor": (0, 12)}}
-    assert computing_line(held) == ("x · d (naopc), 12 examples: c on 4, the random floor not started (left out of "
-                                    "the verdicts until complete)")
+    assert held == {("x", "d", "naopc"): {"c": (4, 12), "random_floor": (0, 12)}, ("x", "d", "timing"): {"a": (0, 12)}}
+    assert computing_line(held) == ("x · d (naopc), 12 examples: c on 4, the random floor not started; x · d (timing), "
+                                    "12 examples: a not started (left out of the verdicts until complete)")
     ranked, held = still_computing(records, plan("abcdef"))  # d, e, f not started: listed, and said in a finding
     assert [r["method"] for r in ranked] == ["a", "a", "b", "-"]
     assert held == {("x", "d", "naopc"): {"c": (4, 12), "d": (0, 12), "e": (0, 12), "f": (0, 12),
-                                          "random_floor": (0, 12)}}
+                                          "random_floor": (0, 12)}, ("x", "d", "timing"): {"a": (0, 12)}}
     assert computing_line(held).startswith("x · d (naopc), 12 examples: 4 methods (3 not started, 1 on 4), the "
-                                           "random floor not started (left out")
+                                           "random floor not started; x · d (timing)")
     table = SimpleNamespace(model="x", dataset="d", evaluation=SimpleNamespace(name="naopc"), statistics={})
     assert waiting_findings(held, [table]) == ["x · d: d, e, f not computed yet by naopc; there the verdicts are "
                                                "among the methods that are."]
@@ -394,7 +395,7 @@ def test_methods_still_computing_are_held_back_with_how_far_they_are():
     partial = [{**r, "planned_n": 12} for r in (record("a", 8), record("b", 8), record("c", 5))]  # a budget's
     assert [r["method"] for r in still_computing(partial + truth)[0]] == ["a", "b", "c", "random_floor"]
     ahead = [record("a", 4), record("b", 4), record("random_floor", 10)]  # methods re-keyed, the floor not
-    assert still_computing(ahead, plan("ab")) == (ahead, {})
+    assert still_computing(ahead, plan("ab")) == (ahead, {("x", "d", "timing"): {"a": (0, 12)}})
     alone = [record("random_floor", 5)]
     assert still_computing(alone)[1] == {("x", "d", "naopc"): {"random_floor": (5, 5)}}
     assert still_computing(records[:3])[1] == {}
