@@ -56,6 +56,8 @@ class Param:
             raise InputError(f"{owner} parameter '{name}' must be {names}, not {value!r}")
         if self.choices is not None and value not in self.choices:
             raise InputError(f"{owner} parameter '{name}' is {value!r}; allowed: {', '.join(map(str, self.choices))}")
+        if isinstance(value, float) and value != value and (self.minimum is not None or self.maximum is not None):
+            raise InputError(f"{owner} parameter '{name}' must be a number, not nan")
         if self.minimum is not None and value is not None and value < self.minimum:
             raise InputError(f"{owner} parameter '{name}' is {value!r}; it must be at least {self.minimum:g}")
         if self.maximum is not None and value is not None and value > self.maximum:

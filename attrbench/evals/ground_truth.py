@@ -48,7 +48,8 @@ class GroundTruth(Evaluation):
                     "mass_accuracy": "relevance mass accuracy", "above_attractors": "evidence above attractors"}
     undefined_when = {**dict.fromkeys(("mrr", "pointing_game", "precision_at_k", "mass_accuracy"),
                                       "no evidence located, or evidence covering none or all of the features"),
-                      "above_attractors": "no attractor noun"}
+                      "above_attractors": "no attractor noun, or no evidence located, or evidence covering none or "
+                                          "all of the features"}
     robustness = ()  # a known answer, not one more faithfulness vote: reported apart and used to judge the metrics
     headline = 200
     params = {"unit": Param("word", "what a feature is: a word (its tokens' scores summed) or a subword token",

@@ -91,9 +91,10 @@ def at_retain(q: np.ndarray, retain: float) -> Optional[np.ndarray]:
         if rest <= 0:
             break
         scale = (target - capped) / rest
-        if scale * ordered[capped] <= 1.0:
+        if scale * ordered[capped] <= 1.0 + 1e-12:
             return np.minimum(1.0, scale * q)
-    return np.minimum(1.0, np.ceil(q))  # every positive q kept: reached only where π equals their share
+    kept = np.minimum(1.0, np.ceil(q))  # every positive q kept: where π is their share (up to rounding)
+    return kept if abs(kept.mean() - retain) <= 1e-9 else None  # else a q too small to scale (subnormal)
 
 
 def masked_probability(adapter, ids: list[int], readout_row: int, resolved, keep: np.ndarray, uniform: torch.Tensor
@@ -120,8 +121,8 @@ class SoftErasure(Evaluation):
               "soft_sufficiency_raw": (-1.0, 1.0)}  # clipped ratios; differences of probabilities
     metric_names = {"soft_nc": "Soft-NC", "soft_ns": "Soft-NS", "soft_comprehensiveness_raw": "soft comprehensiveness",
                     "soft_sufficiency_raw": "soft sufficiency"}
-    undefined_when = {**dict.fromkeys(("soft_nc", "soft_ns"), "zeroing every embedding does not lower p: nothing to "
-                                                              "normalise by"),
+    undefined_when = {**dict.fromkeys(("soft_nc", "soft_ns"), "zeroing every embedding does not lower p, so there is "
+                                                              "nothing to normalise by, or one scorable token"),
                       **dict.fromkeys(("soft_comprehensiveness_raw", "soft_sufficiency_raw"),
                                       "one scorable token: no score varies")}
     at_bound_when = {"soft_nc": "the comprehensiveness masks lower p as far as zeroing every embedding and the ratio "
@@ -240,7 +241,7 @@ class RetainedSoftErasure(SoftErasure):
     expectation under sufficiency and 1 − π under comprehensiveness; the masks' uniform draws are soft_erasure's.
     The rescaling is this project's reading of the paper's abstract (same expected retaining probability for every
     method); undefined, besides Soft-NC's cases, where fewer than π of the tokens have a positive q. A control of
-    Soft-NC / Soft-NS: shown in the robustness panel, not counted as a vote of its own."""
+    Soft-NC / Soft-NS: π-Soft-NC is shown in the robustness panel, not counted as a vote of its own."""
 
     name = "pi_soft_erasure"
     description = "soft erasure with every method's keep probabilities rescaled to one expected retaining probability"
@@ -250,6 +251,15 @@ class RetainedSoftErasure(SoftErasure):
     metric_names = {"soft_nc": "π-Soft-NC", "soft_ns": "π-Soft-NS", "soft_comprehensiveness_raw":
                     "π-soft comprehensiveness", "soft_sufficiency_raw": "π-soft sufficiency"}
     robustness = ()
+    undefined_when = {**dict.fromkeys(("soft_nc", "soft_ns"), "zeroing every embedding does not lower p, so there is "
+                                                              "nothing to normalise by, one scorable token, or fewer "
+                                                              "than π of the tokens with a positive keep probability"),
+                      **dict.fromkeys(("soft_comprehensiveness_raw", "soft_sufficiency_raw"),
+                                      "one scorable token, or fewer than π of the tokens with a positive keep "
+                                      "probability: no rescaling reaches π")}
+    at_bound_when = {"soft_nc": "the comprehensiveness masks lower p as far as zeroing every embedding and the ratio "
+                                "is clipped",
+                     "soft_ns": "the sufficiency masks do not lower p, and the ratio is clipped"}
     params = {**SoftErasure.params,
               "retain": Param(0.5, "π: the mean keep probability every method is rescaled to (sufficiency keeps π "
                                    "of the embedding dimensions in expectation, comprehensiveness 1 − π)",

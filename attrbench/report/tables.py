@@ -105,11 +105,11 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
 
     Left out: a method with rows on fewer examples than the table's most complete method (the random floor is
     compared with the methods, never counted as one of them), the floor of a table with no method, and listed with
-    0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet, in a table with no
-    row at all too (the verdicts are then among the methods computed, and the findings say so). Until they catch up they are in no statistic,
-    finding or figure: a method on a few examples is beaten by none and would sit in the top group, and a floor
-    on a few examples would separate nothing. The report says how far each is instead. A floor planned on a
-    table's first examples only (a config's ``floor_n``) is complete on those."""
+    0 examples the methods and floor the stored ``plan`` puts in a table that have no rows yet, in a table with
+    no row at all too (the verdicts are then among the methods computed, and the findings say so). Until they
+    catch up they are in no statistic, finding or figure: a method on a few examples is beaten by none and would
+    sit in the top group, and a floor on a few examples would separate nothing. The report says how far each is
+    instead. A floor planned on a table's first examples only (a config's ``floor_n``) is complete on those."""
     sizes: dict[tuple, dict[str, int]] = {}
     planned: dict[tuple, int] = {}  # the examples a table is to have (its cell's n), where the records say
     for r in records:

@@ -187,6 +187,9 @@ def test_retained_soft_erasure_brings_every_method_to_one_expected_share_of_kept
                 ratios = kept[below] / q[below]
                 assert np.allclose(ratios, ratios[0] if len(ratios) else 0)  # one scale below the cap
     assert at_retain(np.array([0.0, 0.0, 1.0]), 0.5) is None  # one positive q of three cannot average 0.5
+    assert at_retain(np.array([1.0, 0.3, 0.0]), 2 / 3).mean() == pytest.approx(2 / 3)  # π = the positives' share
+    with np.errstate(over="ignore"):
+        assert at_retain(np.array([1.0, 5e-324, 0.0]), 0.5) is None  # a q too small to scale: no share, not a wrong one
     # two methods with the same order, one keeping far more: Soft-NS's masks differ, π-Soft-NS's keep the same share
     special = np.array([True, False, False, False, False, True])
     low, high = np.array([0, 0.0, 0.1, 0.2, 1.0, 0]), np.array([0, 0.0, 0.8, 0.9, 1.0, 0])
@@ -196,6 +199,8 @@ def test_retained_soft_erasure_brings_every_method_to_one_expected_share_of_kept
         assert q[~special].mean() == pytest.approx(0.5) and np.all(q[special] == 1)
     with pytest.raises(InputError, match="retain' is 1.0; it must be at most 0.99"):
         EVALS.get("pi_soft_erasure").with_params(retain=1.0)
+    with pytest.raises(InputError, match="retain' must be a number, not nan"):
+        EVALS.get("pi_soft_erasure").with_params(retain=float("nan"))
 
 
 def test_retained_soft_erasure_scores_a_method_and_the_floor_through_soft_erasures_masks(tiny_models):

@@ -254,10 +254,10 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
                 records.append(record(eval_name, method, metric, values))
     tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
     note = tables["soft_erasure"].note
-    assert ("soft_nc is undefined for every method on 2 examples (zeroing every embedding does not lower p: nothing "
-            "to normalise by)") in note
-    assert "soft_nc is exactly 1 (its upper bound) on 36% of method × example cells (the comprehensiveness masks" in note
-    assert "soft_ns is exactly 1 (its upper bound) on 36% of method × example cells (the sufficiency masks" in note
+    assert ("soft_nc is undefined for every method on 2 examples (zeroing every embedding does not lower p, so "
+            "there is nothing to normalise by, or one scorable token)") in note
+    for metric, masks in (("soft_nc", "comprehensiveness"), ("soft_ns", "sufficiency")):
+        assert f"{metric} is exactly 1 (its upper bound) on 36% of method × example cells (the {masks} masks" in note
     frame, _ = robustness_table(robustness(list(tables.values())))
     assert list(frame["metric"]) == ["Soft-NC", "Soft-NS", "π-Soft-NC (a control, not a vote)"]
 
