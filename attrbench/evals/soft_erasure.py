@@ -257,9 +257,9 @@ class RetainedSoftErasure(SoftErasure):
                       **dict.fromkeys(("soft_comprehensiveness_raw", "soft_sufficiency_raw"),
                                       "one scorable token, or fewer than π of the tokens with a positive keep "
                                       "probability: no rescaling reaches π")}
-    at_bound_when = {"soft_nc": "the comprehensiveness masks lower p as far as zeroing every embedding and the ratio "
-                                "is clipped",
-                     "soft_ns": "the sufficiency masks do not lower p, and the ratio is clipped"}
+    at_bound_when = {**SoftErasure.at_bound_when,  # without the pointer to this control
+                     "soft_nc": "the comprehensiveness masks lower p as far as zeroing every embedding and the ratio "
+                                "is clipped"}
     params = {**SoftErasure.params,
               "retain": Param(0.5, "π: the mean keep probability every method is rescaled to (sufficiency keeps π "
                                    "of the embedding dimensions in expectation, comprehensiveness 1 − π)",

@@ -395,7 +395,7 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
         ranked_too = reference in rows
         note += (f"; reference method {reference} (unranked, left out of the statistics)" if ranked_too else
                  f"; the scores are compared with {reference}, computed for this table only")
-    note += _undefined_note(evaluation, group, undefined) + _params_note(group) + _notes(evaluation, group)
+    note += _undefined_note(evaluation, group) + _params_note(group) + _notes(evaluation, group)
     return frame, note
 
 
@@ -413,7 +413,7 @@ def undefined_per_method(group: list[dict]) -> dict[str, int]:
     return {m: len(v) for m, v in out.items()}
 
 
-def _undefined_note(evaluation, group: list[dict], undefined: dict[str, int]) -> str:
+def _undefined_note(evaluation, group: list[dict]) -> str:
     """Where values are undefined or sit at a clip bound, how many (per metric) and why, so n is read right."""
     out = []
     undefined_when, at_bound_when = evaluation.undefined_when, evaluation.at_bound_when
