@@ -243,6 +243,35 @@ def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]
             "methods": len(methods), "n": n}
 
 
+def agreement_lead(truth: np.ndarray, best: np.ndarray, other: np.ndarray, resamples: int = RESAMPLES,
+                   seed: int = 0, confidence: float = 0.95) -> Optional[dict]:
+    """By how much the method order of one metric (``best``) agrees more with a known answer (``truth``) than another
+    metric's does: Kendall's tau of the methods' means with ``truth``, ``best``'s minus ``other``'s, over the
+    examples both metrics define, with scipy's paired percentile bootstrap interval at ``confidence`` (both taus of
+    a resample from the same examples; a Bonferroni level where one metric is set against several). Arrays:
+    (methods, examples), the same methods and examples, oriented higher = better, NaN undefined. A lead whose
+    interval holds 0 does not separate the two metrics. None where fewer than 3 methods or 2 examples."""
+    keep = ~np.isnan(best).all(0) & ~np.isnan(other).all(0) & ~np.isnan(truth).all(0)
+    truth, best, other = truth[:, keep], best[:, keep], other[:, keep]
+    n = truth.shape[1]
+    if truth.shape[0] < 3 or n < 2:
+        return None
+
+    def lead(rows, axis=-1):
+        rows = np.atleast_2d(rows).astype(np.intp)
+        return mean_taus(truth, rows, best, rows) - mean_taus(truth, rows, other, rows)
+
+    point = float(lead(np.arange(n))[0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a degenerate resample (a constant order): NaN, and then no interval
+        drawn = sst.bootstrap((np.arange(n),), lead, n_resamples=resamples, vectorized=True, batch=256,
+                              confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
+    low, high = (float(x) for x in drawn.confidence_interval)
+    ci = [low, high] if np.isfinite(point) and np.isfinite(low) and np.isfinite(high) else None
+    return {"lead": point if np.isfinite(point) else None, "ci": ci, "n": n, "confidence": confidence,
+            "separated": ci is not None and (ci[0] > 0 or ci[1] < 0)}
+
+
 def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, Sequence[Optional[float]]],
                           resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method orders of two independent samples of examples (two splits of a dataset):

@@ -525,8 +525,30 @@ def _truth_findings(name: str, truth: Table, validity) -> list[str]:
         line = f"{name}: of the faithfulness metrics, the method order of {said(best)} agrees best with {metric}"
         if best["_ci"][0] <= 0:
             line += ", and its interval holds 0: no metric agrees clearly"
+        line += _lead_clause(frame)
         out.append(line + (f"; least: {said(worst)}." if len(frame) > 1 else "."))
     return out
+
+
+def _lead_clause(frame) -> str:
+    """Whether the metric that agrees best with the known answer is ahead of the others or only above them: the
+    metrics its lead over is not separated from 0 (:func:`agreement_lead`, Bonferroni), and its lead over the
+    runner-up with that interval."""
+    if len(frame) < 2:
+        return ""
+    rows = frame.to_dict("records")[1:]
+    close = [r["metric"] for r in rows if not (r["_lead"] and r["_lead"]["separated"])]
+    runner = rows[0]
+    lead = runner["_lead"]
+    test = (f"paired bootstrap of the difference in tau, {100 * (lead or {}).get('confidence', 0.95):.4g}% intervals, "
+            f"Bonferroni over {len(rows)}")
+    gap = "" if lead is None or lead["ci"] is None else (f"; lead over {runner['metric']} {lead['lead']:.2f} "
+                                                         f"[{lead['ci'][0]:.2f}, {lead['ci'][1]:.2f}], n = {lead['n']}")
+    everyone = "the other" if len(rows) == 1 else f"each of the other {len(rows)}"
+    if not close:
+        return f"; it leads {everyone} ({test}{gap})"
+    named = everyone.replace("each of", "any of") if len(close) == len(rows) else ", ".join(close)
+    return f"; it is not separated from {named} ({test}{gap})"
 
 
 def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> list[str]:
@@ -608,8 +630,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     for key, entry in validity.items():
         if entry is not None:
             statistics[f"{suite_title(*key)} · metric validity"] = [
-                {"metric": r["_metric"], "tau": r["_tau"], "ci": r["_ci"], "methods": r["methods"], "n": r["n"]}
-                for r in entry[0].to_dict("records")]
+                {"metric": r["_metric"], "tau": r["_tau"], "ci": r["_ci"], "methods": r["methods"], "n": r["n"],
+                 "behind_best": r["_lead"]} for r in entry[0].to_dict("records")]
     for key, panel in panels.items():
         statistics[f"{suite_title(*key)} · robustness"] = [
             {"metric": e["metric"], "vote": e["vote"], "top": e["statistics"].get("top"),
@@ -632,7 +654,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         if validity.get((model, dataset)) is not None:
             valid_frame, valid_note = validity[(model, dataset)]
             extra.append(("metric validity: which metric agrees with the known answer",
-                          valid_frame.drop(columns=["_tau", "_ci", "_metric"]), valid_note))
+                          valid_frame.drop(columns=["_tau", "_ci", "_metric", "_lead"]), valid_note))
         summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures, extra))
     appendix: list[Section] = []
     for table in tables:

@@ -21,12 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from ..ops.stats import (
     LEVEL,
     MAX_N,
     agreement_interval,
+    agreement_lead,
     independent_agreement,
     median_iqr,
     minimum_n,
@@ -641,10 +643,12 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
     """Metric validity: per faithfulness metric of a suite with a known answer, Kendall's tau between the method
     order it gives and the ground truth's (the truth table's primary metric), with a bootstrap interval over the
     examples both scored: which metric agrees with the known answer. An example counts where the known answer and
-    the metric are defined (for some method): the two orders are of means over the same examples."""
+    the metric are defined (for some method): the two orders are of means over the same examples. The metric that
+    agrees best is set against each other one (:func:`agreement_lead`, Bonferroni over those comparisons), so that
+    "agrees best" says whether the others are behind it or only below it."""
     known = truth.statistics["metric"]
     answer = by_example(truth.group, known, (truth.statistics.get("reference"), FLOOR, *aliased(truth.statistics)))
-    rows = []
+    rows, oriented_by = [], {}
     for t in suite_tables:
         metrics = robustness_metrics(t.evaluation) or (t.statistics["metric"],)
         for metric in metrics:
@@ -658,18 +662,42 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
             result = agreement_interval(oriented, "truth", "metric", resamples, seed)
             if result is None or result["tau"] is None:
                 continue
+            key = f"{t.evaluation.name}.{metric}"
+            oriented_by[key] = {m: {i: sign * v for i, v in values[m].items()} for m in methods}
             rows.append({"metric": metric_name(t.evaluation, metric) + (" (derived)" if t.evaluation.derived else ""),
                          "methods": result["methods"], "n": result["n"],
                          "Kendall tau with the known answer [95% CI]":
                              f"{result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}]",
-                         "_tau": result["tau"], "_ci": result["ci"], "_metric": f"{t.evaluation.name}.{metric}"})
+                         "_tau": result["tau"], "_ci": result["ci"], "_metric": key})
     if not rows:
         return None
     frame = pd.DataFrame(rows).sort_values("_tau", ascending=False, kind="stable").reset_index(drop=True)
+    others = len(frame) - 1
+    confidence = 1 - ALPHA / max(others, 1)
+    level = f"{100 * confidence:.4g}%"
+    leads, shown = [None], ["–"]
+    best = oriented_by[frame.iloc[0]["_metric"]]
+    for key in frame["_metric"][1:]:
+        other = oriented_by[key]
+        methods = [m for m in answer if m in best and m in other]
+        ids = sorted({i for m in methods for i in best[m]} & {i for m in methods for i in other[m]}
+                     & {i for m in methods for i in answer[m]})
+        matrix = [np.array([[values[m].get(i, np.nan) for i in ids] for m in methods], dtype=np.float64)
+                  for values in (answer, best, other)]
+        lead = agreement_lead(*matrix, resamples, seed, confidence) if ids else None
+        leads.append(lead)
+        shown.append("no interval" if lead is None or lead["ci"] is None else
+                     f"{lead['lead']:.2f} [{lead['ci'][0]:.2f}, {lead['ci'][1]:.2f}]")
+    frame[f"behind the best by [{level} CI]"] = shown
+    frame["_lead"] = leads
     note = (f"metric validity: how well each faithfulness metric's method order agrees with the order by the known "
             f"answer ({metric_name(truth.evaluation, known)}): Kendall's tau of the methods' means (each metric "
             f"oriented so that higher is better; the random floor and aliases left out), with a percentile bootstrap "
             f"interval over the examples ({resamples} resamples); an interval that holds 0 shows no agreement")
+    if others:
+        note += (f"; behind the best: the first metric's tau minus this one's, on the examples both define, with a "
+                 f"paired percentile bootstrap interval (scipy; {resamples} resamples) at {level}, Bonferroni over "
+                 f"the {others} comparisons; an interval that holds 0: not separated from the best")
     return frame, note
 
 

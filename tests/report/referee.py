@@ -166,6 +166,26 @@ def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: li
     return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
 
+def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list,
+                   confidence: float, resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
+    """A percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the same
+    of (``known``, ``b``), the examples ``ids`` resampled once for both, each tau by scipy."""
+    rng = np.random.default_rng(seed)
+    methods = [m for m in known if m in a and m in b]
+    matrix = lambda v: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
+    x, y, z = matrix(known), matrix(a), matrix(b)
+    leads = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for rows in rng.integers(0, len(ids), (resamples, len(ids))):
+            mx, my, mz = (np.nanmean(v[:, rows], 1) for v in (x, y, z))
+            leads.append(stats.kendalltau(mx, my).statistic - stats.kendalltau(mx, mz).statistic)
+    leads = np.array(leads)
+    leads = leads[np.isfinite(leads)]
+    tail = 50 * (1 - confidence)
+    return float(np.percentile(leads, tail)), float(np.percentile(leads, 100 - tail))
+
+
 def aliases(records: list[dict], model: str, dataset: str, tolerance: float = 1e-6) -> dict[str, str]:
     """Methods whose values equal another's on every example of every metric of the suite's ranked evaluations:
     alias -> the method kept (the first seen)."""

@@ -429,14 +429,20 @@ class Report:
 
     def rule_metric_validity(self, suite: str, body: str) -> bool:
         said = rf"(.+?) \(Kendall tau ({NUMBER}) \[({NUMBER}), ({NUMBER})\], n = (\d+)\)"
+        lead = (rf"(?:; it (?:(?P<leads>leads) (?:the other|each of the other (?P<ahead>\d+))|is not separated from "
+                rf"(?P<close>.+?)) \(paired "
+                rf"bootstrap of the difference in tau, (?P<level>[\d.]+)% intervals, Bonferroni over (?P<k>\d+)"
+                rf"(?:; lead over (?P<runner>.+?) (?P<lead>{NUMBER}) \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\], "
+                rf"n = (?P<n>\d+))?\))?")
         found = re.fullmatch(rf": of the faithfulness metrics, the method order of {said} agrees best with (.+?)"
-                             rf"(, and its interval holds 0: no metric agrees clearly)?(?:; least: {said})?\.", body)
+                             rf"(, and its interval holds 0: no metric agrees clearly)?{lead}(?:; least: {said})?\.",
+                             body)
         if not found:
             return False
         known = self.ruling(suite, found[6])["values"]
         listed = self.statistics[f"{suite} · metric validity"]
         assert set(self.votes(suite)) <= {self.name_of(e["metric"].split(".", 1)[1]) for e in listed}
-        taus = {}
+        taus, stored = {}, {}
         for entry in listed:
             eval_name, key = entry["metric"].split(".", 1)
             evaluation = EVALS.get(eval_name)
@@ -445,15 +451,53 @@ class Report:
             ids = _shared({m: known[m] for m in methods}, {m: values[m] for m in methods})
             name = self.name_of(key) + (" (derived)" if evaluation.derived else "")
             taus[name] = (referee.kendall_of_means({m: known[m] for m in methods}, values, ids, ids), ids, values)
+            stored[name] = entry
         order = sorted(taus, key=lambda name: taus[name][0], reverse=True)
-        best, least = found.groups()[:5], found.groups()[7:]
+        groups = found.groups()
+        best, least = groups[:5], groups[-5:]
         for (name, tau, low, high, n), which in ((best, order[0]), (least, order[-1])):
             if name is None:
                 continue
             assert f"{taus[name][0]:.2f}" == tau == f"{taus[which][0]:.2f}", (suite, name, which)
             assert int(n) == len(taus[name][1]), (suite, name, n, len(taus[name][1]))
             self._interval_agrees(referee.bootstrap_tau(known, taus[name][2], taus[name][1]), low, high)
-        assert (found[7] is not None) == (float(found[3]) <= 0) and (found[8] is None) == (len(taus) == 1)
+        assert (found[7] is not None) == (float(found[3]) <= 0) and (least[0] is None) == (len(taus) == 1)
+        assert (found["k"] is None) == (len(taus) == 1), (suite, "the lead over the others is said where there are any")
+        if found["k"] is None:
+            return True
+        # the lead of the best over each other metric: the referee's own paired bootstrap at the stated level
+        others = [name for name in taus if name != best[0]]
+        confidence = 1 - 0.05 / len(others)
+        assert int(found["k"]) == len(others) and found["level"] == f"{100 * confidence:.4g}", (suite, found["level"])
+        close = set()
+        for name in others:
+            both = sorted(set(taus[best[0]][1]) & set(taus[name][1]))
+            entry = stored[name]["behind_best"]
+            assert entry["n"] == len(both), (suite, name, entry["n"], len(both))
+            if entry["ci"] is None:  # a resample with a constant order has no tau: no interval, nothing separated
+                assert not entry["separated"] and name != found["runner"], (suite, name)
+                close.add(name)
+                continue
+            mine = referee.bootstrap_lead(known, taus[best[0]][2], taus[name][2], both, confidence)
+            # a Bonferroni level's tails hold a few of the draws (10 of 2,000 at 99 %): more noise between draws
+            self._interval_agrees(mine, *(f"{x}" for x in entry["ci"]), tolerance=0.1)
+            assert entry["separated"] == (entry["ci"][0] > 0 or entry["ci"][1] < 0)
+            if not entry["separated"]:
+                close.add(name)
+            if name == found["runner"]:
+                point = (referee.kendall_of_means(known, taus[best[0]][2], both, both)
+                         - referee.kendall_of_means(known, taus[name][2], both, both))
+                assert f"{point:.2f}" == found["lead"] and int(found["n"]) == len(both), (suite, point, found["lead"])
+                assert [f"{x:.2f}" for x in entry["ci"]] == [found["low"], found["high"]]
+        assert found["runner"] == max(others, key=lambda name: taus[name][0]) or (
+            f"{taus[found['runner']][0]:.2f}" == f"{max(taus[o][0] for o in others):.2f}"), (suite, found["runner"])
+        everyone = "the other" if len(others) == 1 else f"any of the other {len(others)}"
+        if found["leads"]:
+            assert not close and int(found["ahead"] or 1) == len(others), (suite, close)
+        elif found["close"] == everyone:
+            assert close == set(others), (suite, close)
+        else:
+            assert set(_names(found["close"])) == close and close != set(others), (suite, found["close"], close)
         return True
 
     def rule_split(self, suite: str, body: str) -> bool:

@@ -314,9 +314,15 @@ def test_metric_validity_and_its_finding_are_what_scipy_recomputes_from_the_rows
     assert frame.iloc[0]["_metric"] == "naopc.naopc_comprehensiveness" and frame.iloc[0]["_tau"] == pytest.approx(1.0)
     said = [s for s in findings({("m", "d"): suite}, records, {}, {}, {("m", "d"): truth},
                                 {("m", "d"): (frame, "")}) if "agrees best" in s]
+    # the best's lead over the other: scipy's tau difference, separated (one follows the truth, one reverses part)
+    lead = frame.iloc[1]["_lead"]
+    assert lead["lead"] == pytest.approx(1.0 - expected) and lead["n"] == n and lead["confidence"] == 0.95
+    assert lead["separated"] and lead["ci"][0] > 0
     assert said == [f"m · d: of the faithfulness metrics, the method order of NAOPC comprehensiveness (Kendall tau "
                     f"{frame.iloc[0]['Kendall tau with the known answer [95% CI]']}, n = {n}) agrees best with "
-                    f"ground-truth MRR; least: NAOPC sufficiency (Kendall tau "
+                    f"ground-truth MRR; it leads the other (paired bootstrap of the difference in tau, 95% intervals, "
+                    f"Bonferroni over 1; lead over NAOPC sufficiency {lead['lead']:.2f} [{lead['ci'][0]:.2f}, "
+                    f"{lead['ci'][1]:.2f}], n = {n}); least: NAOPC sufficiency (Kendall tau "
                     f"{frame.iloc[1]['Kendall tau with the known answer [95% CI]']}, n = {n})."]
 
 

@@ -209,6 +209,15 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
         row = validity[name]
         assert [f"{x:.2f}" for x in (row["tau"], *row["ci"])] == [tau, low, high] and row["n"] == int(said[4])
     assert {r["n"] for m, r in validity.items() if not m.startswith("naopc.")} == {int(said[8])}
+    close = re.search(r"though at that n not separated from (.+?) \(a paired bootstrap of the difference in tau, "
+                      r"Bonferroni over the (\d+) other metrics\)", text)
+    assert close, "README command 1 no longer says which metrics the best one is not separated from"
+    behind = [r for r in default["minilm-l6-sst2-shortcut · sst2-shortcut · metric validity"][1:]]
+    assert int(close[2]) == len(behind)
+    names = {"erasure_aopc.comprehensiveness_aopc": "erasure AOPC comprehensiveness",
+             "naopc.naopc_comprehensiveness": "NAOPC comprehensiveness"}
+    assert set(close[1].split(" or ")) == {names.get(r["metric"], r["metric"]) for r in behind
+                                           if not r["behind_best"]["separated"]}
 
 
 def test_the_referee_rejects_a_finding_the_rows_do_not_give_and_one_it_cannot_read():
@@ -230,6 +239,8 @@ def test_the_referee_rejects_a_finding_the_rows_do_not_give_and_one_it_cannot_re
     altered = [
         bump(r"(\d+) of \d+ methods are better", first(": against the random floor ("), 1),
         bump(r"Kendall tau (-?[\d.]+)", first("agrees best with"), 0.01),
+        bump(r"; lead over .+? (-?[\d.]+) \[", first("agrees best with"), 0.01),
+        first("agrees best with").replace("it is not separated from any of the", "it leads each of the", 1),
         re.sub(r", (\w+) \(Wilcoxon signed-rank on each", r" (Wilcoxon signed-rank on each", group, count=1),
         bump(r"takes ([\d.]+) s per example", first("the cheapest method"), 0.001),
         bump(r"mean difference (-?[\d.]+)", first("(first and second by mean)"), 0.0001),
