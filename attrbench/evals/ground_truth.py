@@ -50,6 +50,11 @@ class GroundTruth(Evaluation):
                                       "no evidence located, or evidence covering none or all of the features"),
                       "above_attractors": "no attractor noun, or no evidence located, or evidence covering none or "
                                           "all of the features"}
+    at_bound_when = {  # 1 is the known answer found, not a saturated scale
+        "mrr": "the method's top feature is evidence", "pointing_game": "the method's top feature is evidence",
+        "precision_at_k": "the method's top features are all evidence",
+        "mass_accuracy": "all of the method's positive score is on the evidence",
+        "above_attractors": "the method puts the evidence above every attractor"}
     robustness = ()  # a known answer, not one more faithfulness vote: reported apart and used to judge the metrics
     headline = 200
     params = {"unit": Param("word", "what a feature is: a word (its tokens' scores summed) or a subword token",

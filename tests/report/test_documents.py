@@ -252,7 +252,11 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
                 values = [None if i < 2 else (1.0 if i < 12 else float(rng.uniform(0.2 * k, 0.9)))
                           for i in range(30)]
                 records.append(record(eval_name, method, metric, values))
+    for k, method in enumerate(("alti", "lime", "saliency")):  # a known answer found: 1 is the answer, said so
+        records.append(record("ground_truth", method, "mrr", [1.0 if i < 20 else 1 / (2 + k) for i in range(30)]))
     tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
+    assert ("mrr is exactly 1 (its upper bound) on 67% of method × example cells (the method's top feature is "
+            "evidence)") in tables["ground_truth"].note
     note = tables["soft_erasure"].note
     assert ("soft_nc is undefined for every method on 2 examples (zeroing every embedding does not lower p, so "
             "there is nothing to normalise by, or one scorable token)") in note
