@@ -24,7 +24,7 @@ import pandas as pd
 from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
-from ..ops.verdicts import FLOOR, best_frequency, format_p
+from ..ops.verdicts import ALPHA, FLOOR, best_frequency, format_p
 from ..registry import EVALS
 from ..runtime.pipeline import collect, costs_kind, suite_dataset
 from ..runtime.store import is_run_folder
@@ -540,8 +540,8 @@ def _lead_clause(frame) -> str:
     close = [r["metric"] for r in rows if not (r["_lead"] and r["_lead"]["separated"])]
     runner = rows[0]
     lead = runner["_lead"]
-    test = (f"paired bootstrap of the difference in tau, {100 * (lead or {}).get('confidence', 0.95):.4g}% intervals, "
-            f"Bonferroni over {len(rows)}")
+    test = f"paired bootstrap of the difference in tau, {100 * (1 - ALPHA / len(rows)):.4g}% intervals, " \
+           f"Bonferroni over {len(rows)}"
     gap = "" if lead is None or lead["ci"] is None else (f"; lead over {runner['metric']} {lead['lead']:.2f} "
                                                          f"[{lead['ci'][0]:.2f}, {lead['ci'][1]:.2f}], n = {lead['n']}")
     everyone = "the other" if len(rows) == 1 else f"each of the other {len(rows)}"

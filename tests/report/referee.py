@@ -142,6 +142,15 @@ def kendall_of_means(a: dict[str, dict], b: dict[str, dict], ids_a=None, ids_b=N
                                   [mean(b[m], ids_b) for m in methods]).statistic)
 
 
+def _tau_b(mx: np.ndarray, my: np.ndarray) -> np.ndarray:
+    """Kendall's tau-b of each row of ``mx`` against the same row of ``my`` (resamples × methods): concordant minus
+    discordant pairs over the untied pairs' geometric mean, as scipy's default; NaN for a constant or NaN row."""
+    i, j = np.triu_indices(mx.shape[1], 1)
+    sx, sy = np.sign(mx[:, i] - mx[:, j]), np.sign(my[:, i] - my[:, j])
+    with np.errstate(all="ignore"):
+        return (sx * sy).sum(1) / np.sqrt(np.abs(sx).sum(1) * np.abs(sy).sum(1))
+
+
 def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: list | None = None,
                   resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
     """A 95 % percentile bootstrap interval of :func:`kendall_of_means`: ``ids_a`` resampled (and ``ids_b`` on its
@@ -158,10 +167,7 @@ def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: li
         warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
         mx = np.stack([np.nanmean(x[:, r], 1) for r in rows_a])  # (resamples, methods)
         my = np.stack([np.nanmean(y[:, r], 1) for r in rows_b])
-    i, j = np.triu_indices(len(methods), 1)
-    sx, sy = np.sign(mx[:, i] - mx[:, j]), np.sign(my[:, i] - my[:, j])
-    with np.errstate(all="ignore"):
-        taus = (sx * sy).sum(1) / np.sqrt(np.abs(sx).sum(1) * np.abs(sy).sum(1))
+    taus = _tau_b(mx, my)
     taus = taus[np.isfinite(taus)]
     return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
@@ -169,18 +175,16 @@ def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: li
 def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list,
                    confidence: float, resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
     """A percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the same
-    of (``known``, ``b``), the examples ``ids`` resampled once for both, each tau by scipy."""
+    of (``known``, ``b``), the examples ``ids`` resampled once for both."""
     rng = np.random.default_rng(seed)
     methods = [m for m in known if m in a and m in b]
     matrix = lambda v: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
     x, y, z = matrix(known), matrix(a), matrix(b)
-    leads = []
+    draws = rng.integers(0, len(ids), (resamples, len(ids)))
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for rows in rng.integers(0, len(ids), (resamples, len(ids))):
-            mx, my, mz = (np.nanmean(v[:, rows], 1) for v in (x, y, z))
-            leads.append(stats.kendalltau(mx, my).statistic - stats.kendalltau(mx, mz).statistic)
-    leads = np.array(leads)
+        warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
+        mx, my, mz = (np.stack([np.nanmean(v[:, r], 1) for r in draws]) for v in (x, y, z))
+    leads = _tau_b(mx, my) - _tau_b(mx, mz)
     leads = leads[np.isfinite(leads)]
     tail = 50 * (1 - confidence)
     return float(np.percentile(leads, tail)), float(np.percentile(leads, 100 - tail))
