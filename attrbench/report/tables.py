@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from ..ops.stats import (
-    BCA_MIN_N,
     LEVEL,
     MAX_N,
     agreement_interval,
@@ -599,9 +598,6 @@ def headline_table(tables: list[Table]) -> Optional[Table]:
     return min(candidates, key=lambda t: t.evaluation.headline, default=None)
 
 
-BOOTSTRAP_WORDS = f"scipy's BCa from {BCA_MIN_N} examples, percentile below"  # how a tau's interval is made
-
-
 def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) -> Optional[tuple[pd.DataFrame, str]]:
     """Kendall's tau between the method orders of each pair of independent faithfulness metrics of a suite, with
     a bootstrap interval over the examples scored by both."""
@@ -631,9 +627,8 @@ def agreement_table(suite_tables: list[Table], resamples: int, seed: int = 0) ->
     if not rows:
         return None
     note = ("agreement of the method orders between two metrics (each oriented so that higher is better; the "
-            "reference, the random floor and aliases left out): Kendall's tau of the methods' means, with a bootstrap "
-            f"interval over examples ({BOOTSTRAP_WORDS}; {resamples} resamples); an interval that holds 0 shows no "
-            "agreement")
+            "reference, the random floor and aliases left out): Kendall's tau of the methods' means, with a percentile "
+            f"bootstrap interval over examples ({resamples} resamples); an interval that holds 0 shows no agreement")
     return pd.DataFrame(rows), note
 
 
@@ -697,12 +692,11 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
     frame["_lead"] = leads
     note = (f"metric validity: how well each faithfulness metric's method order agrees with the order by the known "
             f"answer ({metric_name(truth.evaluation, known)}): Kendall's tau of the methods' means (each metric "
-            f"oriented so that higher is better; the random floor and aliases left out), with a bootstrap interval "
-            f"over the examples ({BOOTSTRAP_WORDS}; {resamples} resamples); an interval that holds 0 shows no "
-            f"agreement")
+            f"oriented so that higher is better; the random floor and aliases left out), with a percentile bootstrap "
+            f"interval over the examples ({resamples} resamples); an interval that holds 0 shows no agreement")
     if others:
         note += (f"; behind the best: the first metric's tau minus this one's, on the examples both define, with a "
-                 f"paired bootstrap interval ({BOOTSTRAP_WORDS}; {resamples} resamples) at {level}, Bonferroni over "
+                 f"paired percentile bootstrap interval (scipy; {resamples} resamples) at {level}, Bonferroni over "
                  f"the {others} comparisons; an interval that holds 0: not separated from the best")
     return frame, note
 
@@ -736,7 +730,7 @@ def split_table(first: Table, other: Table, resamples: int, seed: int = 0, top: 
     note = (f"{name} on two splits of {short(first.dataset.split(':')[0])}: the top {len(shown)} methods of "
             f"{short(first.dataset)} by mean, with their means and pairwise groups on both; Kendall's tau of all "
             f"{result['methods']} methods' means {result['tau']:.2f} [{result['ci'][0]:.2f}, {result['ci'][1]:.2f}] "
-            f"(n = {result['n'][0]} and {result['n'][1]}; {BOOTSTRAP_WORDS}, each split's examples resampled on "
+            f"(n = {result['n'][0]} and {result['n'][1]}; percentile bootstrap, each split's examples resampled on "
             f"their own, {resamples} resamples)" + ("" if noise is None else (
                 f"; the pooled examples dealt at random into two such samples give tau {noise['range'][1]:.2f} "
                 f"[{noise['range'][0]:.2f}, {noise['range'][2]:.2f}] (sampling noise alone), permutation p = "

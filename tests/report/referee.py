@@ -151,68 +151,43 @@ def _tau_b(mx: np.ndarray, my: np.ndarray) -> np.ndarray:
         return (sx * sy).sum(1) / np.sqrt(np.abs(sx).sum(1) * np.abs(sy).sum(1))
 
 
-BCA_FROM = 20  # the report's rule: a tau's interval is BCa from 20 examples per sample, the percentile one below
-
-
-def _interval(statistic, sizes: list[int], confidence: float, resamples: int, seed: int) -> tuple[float, float]:
-    """scipy's bootstrap interval of ``statistic(*rows)`` ((resamples, n) index arrays, one per sample), BCa or
-    percentile by the report's rule; where undefined draws leave it NaN, the percentile interval of the rest."""
-    def vectorised(*rows, axis=-1):
-        single = np.ndim(rows[0]) == 1
-        rows = [np.atleast_2d(r) for r in rows]
-        count = max(len(r) for r in rows)
-        out = statistic(*(np.broadcast_to(r, (count, r.shape[1])) for r in rows))
-        return out[0] if single else out
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
-        drawn = stats.bootstrap(tuple(np.arange(n) for n in sizes), vectorised, n_resamples=resamples,
-                                vectorized=True, confidence_level=confidence,
-                                method="BCa" if min(sizes) >= BCA_FROM else "percentile",
-                                rng=np.random.default_rng(seed))
-    low, high = float(drawn.confidence_interval.low), float(drawn.confidence_interval.high)
-    if np.isfinite(low) and np.isfinite(high):
-        return low, high
-    draws = drawn.bootstrap_distribution[np.isfinite(drawn.bootstrap_distribution)]
-    tail = 50 * (1 - confidence)
-    return float(np.percentile(draws, tail)), float(np.percentile(draws, 100 - tail))
-
-
-def _means(values: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Each method's mean over each resample's examples: (resamples, methods); NaN where it has none there."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return np.stack([np.nanmean(values[:, r], 1) for r in rows])
-
-
 def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: list | None = None,
                   resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
-    """A 95 % bootstrap interval of :func:`kendall_of_means`: ``ids_a`` resampled (and ``ids_b`` on its own, where
-    the two metrics are on different examples; None: the same draw). Tau-b of every resample at once (concordant
-    minus discordant pairs over the untied pairs' geometric mean, as scipy's default)."""
+    """A 95 % percentile bootstrap interval of :func:`kendall_of_means`: ``ids_a`` resampled (and ``ids_b`` on its
+    own, where the two metrics are on different examples; None: the same draw). Tau-b of every resample at once
+    (concordant minus discordant pairs over the untied pairs' geometric mean, as scipy's default)."""
+    rng = np.random.default_rng(seed)
     methods = [m for m in a if m in b]
     matrix = lambda v, ids: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
     x = matrix(a, ids_a)
     y = matrix(b, ids_a if ids_b is None else ids_b)
-    if ids_b is None:
-        return _interval(lambda rows: _tau_b(_means(x, rows), _means(y, rows)), [len(ids_a)], 0.95, resamples, seed)
-    return _interval(lambda rows_x, rows_y: _tau_b(_means(x, rows_x), _means(y, rows_y)), [len(ids_a), len(ids_b)],
-                     0.95, resamples, seed)
+    rows_a = rng.integers(0, x.shape[1], (resamples, x.shape[1]))
+    rows_b = rows_a if ids_b is None else rng.integers(0, y.shape[1], (resamples, y.shape[1]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
+        mx = np.stack([np.nanmean(x[:, r], 1) for r in rows_a])  # (resamples, methods)
+        my = np.stack([np.nanmean(y[:, r], 1) for r in rows_b])
+    taus = _tau_b(mx, my)
+    taus = taus[np.isfinite(taus)]
+    return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
 
 def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list,
                    confidence: float, resamples: int = 2000, seed: int = 12345) -> tuple[float, float]:
-    """A bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the same of
-    (``known``, ``b``), the examples ``ids`` resampled once for both."""
+    """A percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the same
+    of (``known``, ``b``), the examples ``ids`` resampled once for both."""
+    rng = np.random.default_rng(seed)
     methods = [m for m in known if m in a and m in b]
     matrix = lambda v: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
     x, y, z = matrix(known), matrix(a), matrix(b)
-
-    def lead(rows):
-        mx = _means(x, rows)
-        return _tau_b(mx, _means(y, rows)) - _tau_b(mx, _means(z, rows))
-
-    return _interval(lead, [len(ids)], confidence, resamples, seed)
+    draws = rng.integers(0, len(ids), (resamples, len(ids)))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
+        mx, my, mz = (np.stack([np.nanmean(v[:, r], 1) for r in draws]) for v in (x, y, z))
+    leads = _tau_b(mx, my) - _tau_b(mx, mz)
+    leads = leads[np.isfinite(leads)]
+    tail = 50 * (1 - confidence)
+    return float(np.percentile(leads, tail)), float(np.percentile(leads, 100 - tail))
 
 
 def aliases(records: list[dict], model: str, dataset: str, tolerance: float = 1e-6) -> dict[str, str]:
