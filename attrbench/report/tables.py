@@ -648,7 +648,7 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
     "agrees best" says whether the others are behind it or only below it."""
     known = truth.statistics["metric"]
     answer = by_example(truth.group, known, (truth.statistics.get("reference"), FLOOR, *aliased(truth.statistics)))
-    rows, oriented_by = [], {}
+    rows, metric_values = [], {}
     for t in suite_tables:
         metrics = robustness_metrics(t.evaluation) or (t.statistics["metric"],)
         for metric in metrics:
@@ -663,7 +663,7 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
             if result is None or result["tau"] is None:
                 continue
             key = f"{t.evaluation.name}.{metric}"
-            oriented_by[key] = {m: {i: sign * v for i, v in values[m].items()} for m in methods}
+            metric_values[key] = (values, sign)
             rows.append({"metric": metric_name(t.evaluation, metric) + (" (derived)" if t.evaluation.derived else ""),
                          "methods": result["methods"], "n": result["n"],
                          "Kendall tau with the known answer [95% CI]":
@@ -676,14 +676,13 @@ def validity_table(suite_tables: list[Table], truth: Table, resamples: int, seed
     confidence = 1 - ALPHA / max(others, 1)
     level = f"{100 * confidence:.4g}%"
     leads, shown = [None], ["–"]
-    best = oriented_by[frame.iloc[0]["_metric"]]
+    best, best_sign = metric_values[frame.iloc[0]["_metric"]]
     for key in frame["_metric"][1:]:
-        other = oriented_by[key]
+        other, other_sign = metric_values[key]
         methods = [m for m in answer if m in best and m in other]
-        ids = sorted({i for m in methods for i in best[m]} & {i for m in methods for i in other[m]}
-                     & {i for m in methods for i in answer[m]})
-        matrix = [np.array([[values[m].get(i, np.nan) for i in ids] for m in methods], dtype=np.float64)
-                  for values in (answer, best, other)]
+        ids = sorted(set(shared_examples(answer, best, methods)) & set(shared_examples(answer, other, methods)))
+        matrix = [np.array(list(columns(values, methods, ids, sign).values()), dtype=np.float64)  # None -> NaN
+                  for values, sign in ((answer, 1.0), (best, best_sign), (other, other_sign))]
         lead = agreement_lead(*matrix, resamples, seed, confidence) if ids else None
         leads.append(lead)
         shown.append("no interval" if lead is None or lead["ci"] is None else
