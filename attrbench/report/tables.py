@@ -390,6 +390,8 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
     columns += [c for c in optional
                 if c in frame and frame[c].fillna("").astype(str).str.strip().replace("0", "").any()]
     frame = frame[columns]
+    if len(metrics) > 1:  # an example undefined under any metric counts, so n + undefined is no total to check
+        frame = frame.rename(columns={"undefined": "undefined (any metric)"})
     note = f"rows ordered by the mean of {statistics['metric']}; {_verdict_note(statistics)}"
     if statistics.get("aliases"):
         note += "; " + aliases_note(statistics["aliases"])

@@ -262,6 +262,9 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
             "there is nothing to normalise by, or one scorable token)") in note
     for metric, masks in (("soft_nc", "comprehensiveness"), ("soft_ns", "sufficiency")):
         assert f"{metric} is exactly 1 (its upper bound) on 36% of method × example cells (the {masks} masks" in note
+    # two metrics: the undefined count is per example under any of them, and its header says so
+    assert list(tables["soft_erasure"].frame["undefined (any metric)"]) == [2, 2, 2]
+    assert "undefined" not in tables["soft_erasure"].frame
     frame, _ = robustness_table(robustness(list(tables.values())))
     assert list(frame["metric"]) == ["Soft-NC", "Soft-NS", "π-Soft-NC (a control, not a vote)"]
 
