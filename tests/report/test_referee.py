@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attrbench.registry import METHODS
 from attrbench.report import write_report
+from attrbench.report.documents import _metric_label
 from attrbench.runtime.config import read_config
 from attrbench.runtime.pipeline import run_leaderboard
 from tests.report import sentences
@@ -150,20 +150,46 @@ def test_the_readmes_findings_are_the_published_statistics():
     assert verdicts[worse] == "worse" and round(100 * row["win_rate"]) == int(floor[7])
     assert f"{row['p_holm']:.2g}" == floor[8]
     assert sum(worse in e["worse_than_floor"] for e in votes) == int(floor[9])
-    held = re.search(r"On (\d+) agreement items held out from every other table \(the probe's validation split\), by "
-                     r"the known answer \(ground-truth MRR, each pair tested, Holm\), the top group is (.+?) "
-                     r"\(ALTI-Logit and (\w+) of the rollout family\), without `(\w+)`, which NAOPC comprehensiveness "
-                     r"puts alone at the top on the test items; (\d+) of the (\d+) methods find the subject better "
-                     r"than a random attribution does\.", found)
-    assert held, "the README no longer says what the held-out agreement items found"
-    table = full["minilm-l6-sva · sva-linzen:val · ground_truth"]
-    top = re.findall(r"`(\w+)`", held[2])
-    assert table["metric"] == "mrr" and table["pair_n"] == [int(held[1])] * 2 and set(top) == set(table["top"])
-    families = [METHODS.get(m).family for m in top]
-    assert sorted(families) == ["logit"] + ["rollout"] * {"four": 4}[held[3]] and "alti_logit" in top
-    assert held[4] not in top and full["minilm-l6-sva · sva-linzen · naopc"]["top"] == [held[4]]
-    verdicts = [row["verdict"] for row in table["floor"].values()]
-    assert (verdicts.count("better"), table["k"]) == (int(held[5]), int(held[6]))
+    known = re.search(r"By the known answer on agreement \(ground-truth MRR: the reciprocal rank of the subject among "
+                      r"an item's words; each pair tested, Holm\), the top group on the test items \(n = (\d+): those "
+                      r"with a known answer the metric can read\) is (.+?), and on (\d+) items held out from every "
+                      r"other table \(the probe's validation split\) (.+?): no pair of methods is separated one way "
+                      r"on one split and the other way on the other, and the (\d+) methods' means agree between the "
+                      r"splits as closely as between random halves of the pooled items \(Kendall tau ([\d.]+) "
+                      r"\[([\d.]+), ([\d.]+)\]; random halves ([\d.]+), permutation p = ([\d.]+)\)\. `(\w+)`, alone "
+                      r"at the top by NAOPC comprehensiveness, is in group (\d+) by the known answer\. On both splits "
+                      r"all (\d+) methods find the subject better than a random attribution does\.", found)
+    assert known, "the README no longer says what the known answers found on the agreement items"
+    test, held = (full[f"minilm-l6-sva · {name} · ground_truth"] for name in ("sva-linzen", "sva-linzen:val"))
+    assert test["metric"] == held["metric"] == "mrr"
+    assert test["pair_n"] == [int(known[1])] * 2 and held["pair_n"] == [int(known[3])] * 2
+    assert re.findall(r"`(\w+)`", known[2]) == test["top"] and re.findall(r"`(\w+)`", known[4]) == held["top"]
+    split = full["minilm-l6-sva · sva-linzen:val against sva-linzen · ground_truth"]
+    assert split["reversed"] == [] and split["methods"] == test["k"] == held["k"] == int(known[5])
+    assert [f"{x:.2f}" for x in (split["tau"], *split["ci"])] == list(known.groups()[5:8])
+    assert f"{split['exchangeable']['range'][1]:.2f}" == known[9] and f"{split['exchangeable']['p']:.2f}" == known[10]
+    assert full["minilm-l6-sva · sva-linzen · naopc"]["top"] == [known[11]] and known[11] not in test["top"]
+    assert test["tier"][known[11]] == int(known[12])
+    for table in (test, held):
+        verdicts = [row["verdict"] for row in table["floor"].values()]
+        assert verdicts == ["better"] * table["k"] == ["better"] * int(known[13])
+    validity = full["minilm-l6-sva · sva-linzen · metric validity"]
+    best = re.search(r"Of the faithfulness metrics, (.+?) orders the methods most like the known answer \(Kendall tau "
+                     r"([\d.]+) \[([\d.]+), ([\d.]+)\], n = (\d+)\) and (.+?) \(a paired bootstrap of the "
+                     r"difference in tau, Bonferroni over the (\d+)\); NAOPC comprehensiveness, the headline metric, "
+                     r"reaches ([\d.]+) \[([\d.]+), ([\d.]+)\]\.", found)
+    assert best, "the README no longer says which faithfulness metric agrees best with the known answer"
+    assert _metric_label(validity[0]["metric"]) == best[1] and validity[0]["n"] == int(best[5])
+    assert [f"{x:.2f}" for x in (validity[0]["tau"], *validity[0]["ci"])] == list(best.groups()[1:4])
+    assert len(validity) - 1 == int(best[7])
+    behind = [_metric_label(r["metric"]) for r in validity[1:]
+              if not r["behind_best"]["separated"]]
+    if behind:
+        assert best[6] == "is not separated from " + ", ".join(behind)
+    else:
+        assert best[6] == f"leads each of the other {len(validity) - 1}"
+    headline = next(r for r in validity if r["metric"] == "naopc.naopc_comprehensiveness")
+    assert [f"{x:.2f}" for x in (headline["tau"], *headline["ci"])] == list(best.groups()[7:10])
     named = re.search(r"\(n = (\d+) per suite\) (.+?) are not better than a random attribution", found)
     for suite in list(suites.values())[:2]:
         table = default[f"{suite} · naopc"]
