@@ -159,7 +159,9 @@ def test_the_readmes_findings_are_the_published_statistics():
                       r"splits as closely as between random halves of the pooled items \(Kendall tau ([\d.]+) "
                       r"\[([\d.]+), ([\d.]+)\]; random halves ([\d.]+), permutation p = ([\d.]+)\)\. `(\w+)`, alone "
                       r"at the top by NAOPC comprehensiveness, is in group (\d+) by the known answer\. On both splits "
-                      r"all (\d+) methods find the subject better than a random attribution does\.", found)
+                      r"all (\d+) methods find the subject better than a random attribution does \(on the test "
+                      r"split, on the (\d+) of its first (\d+) items where the floor is computed and readable\)\.",
+                      found)
     assert known, "the README no longer says what the known answers found on the agreement items"
     test, held = (full[f"minilm-l6-sva · {name} · ground_truth"] for name in ("sva-linzen", "sva-linzen:val"))
     assert test["metric"] == held["metric"] == "mrr"
@@ -174,6 +176,8 @@ def test_the_readmes_findings_are_the_published_statistics():
     for table in (test, held):
         verdicts = [row["verdict"] for row in table["floor"].values()]
         assert verdicts == ["better"] * table["k"] == ["better"] * int(known[13])
+    assert test["floor_summary"]["n"] == int(known[14]) and {r["n"] for r in test["floor"].values()} == {int(known[14])}
+    assert read_config("full")["suite"][1]["floor_n"] == int(known[15])
     validity = full["minilm-l6-sva · sva-linzen · metric validity"]
     best = re.search(r"Of the faithfulness metrics, (.+?) orders the methods most like the known answer \(Kendall tau "
                      r"([\d.]+) \[([\d.]+), ([\d.]+)\], n = (\d+)\) and (.+?) \(a paired bootstrap of the "
