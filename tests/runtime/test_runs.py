@@ -497,7 +497,8 @@ def test_budget_stops_cleanly_and_a_later_run_continues(config_file, tmp_path):
     key = lambda r: (r["eval"], r["method"], r["metric"])  # noqa: E731
     pieces = {key(r): r for r in collect(tmp_path / "run")[0]}
     for r in collect(tmp_path / "whole")[0]:
-        assert pieces[key(r)]["values"] == pytest.approx(r["values"], abs=1e-9, nan_ok=True)
+        # pieces batch other examples together than the whole does: equal to float32 precision
+        assert pieces[key(r)]["values"] == pytest.approx(r["values"], rel=1e-6, abs=1e-7, nan_ok=True)
     assert whole["model_rows"] == forward_rows(tmp_path / "run")
 
 
@@ -608,9 +609,11 @@ def test_a_full_disk_keeps_whole_shards_and_the_rerun_completes(config_file, tmp
     run_leaderboard(read_config(config_file), undisturbed, progress=False)
     a, b = collect(tmp_path / "runs" / "tiny")[0], collect(undisturbed)[0]
     assert [(r["eval"], r["method"], r["metric"]) for r in a] == [(r["eval"], r["method"], r["metric"]) for r in b]
+    # The rerun batches only the missing examples, and a float32 matmul over another batch shape rounds
+    # differently (seen: 5e-9 on 0.55), so equal means equal to float32 precision.
     for x, y in zip(a, b):
         if x["eval"] != "timing":
-            assert x.get("values") == pytest.approx(y.get("values"), abs=1e-9, nan_ok=True)
+            assert x.get("values") == pytest.approx(y.get("values"), rel=1e-6, abs=1e-7, nan_ok=True)
 
 
 def test_two_writers_on_one_folder_are_refused_and_a_dead_holder_holds_nothing(config_file, tmp_path):
