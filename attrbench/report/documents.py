@@ -520,7 +520,8 @@ def _truth_findings(name: str, truth: Table, validity) -> list[str]:
         best, worst = frame.iloc[0], frame.iloc[-1]
 
         def said(row) -> str:
-            return f"{row['metric']} (Kendall tau {row['Kendall tau with the known answer [95% CI]']}, n = {row['n']})"
+            return f"{_plain(row['metric'])} (Kendall tau {row['Kendall tau with the known answer [95% CI]']}, " \
+                   f"n = {row['n']})"
 
         line = f"{name}: of the faithfulness metrics, the method order of {said(best)} agrees best with {metric}"
         if best["_ci"][0] <= 0:
@@ -530,6 +531,11 @@ def _truth_findings(name: str, truth: Table, validity) -> list[str]:
     return out
 
 
+def _plain(metric: str) -> str:
+    """A metric as a sentence names it: the table's " (derived)" left out, where a parenthesis would follow it."""
+    return metric.removesuffix(" (derived)")
+
+
 def _lead_clause(frame) -> str:
     """Whether the metric that agrees best with the known answer is ahead of the others or only above them: the
     metrics its lead over is not separated from 0 (:func:`agreement_lead`, Bonferroni), and its lead over the
@@ -537,12 +543,12 @@ def _lead_clause(frame) -> str:
     if len(frame) < 2:
         return ""
     rows = frame.to_dict("records")[1:]
-    close = [r["metric"] for r in rows if not (r["_lead"] and r["_lead"]["separated"])]
+    close = [_plain(r["metric"]) for r in rows if not (r["_lead"] and r["_lead"]["separated"])]
     runner = rows[0]
     lead = runner["_lead"]
     test = f"paired bootstrap of the difference in tau, {100 * (1 - ALPHA / len(rows)):.4g}% intervals, " \
            f"Bonferroni over {len(rows)}"
-    gap = "" if lead is None or lead["ci"] is None else (f"; lead over {runner['metric']} {lead['lead']:.2f} "
+    gap = "" if lead is None or lead["ci"] is None else (f"; lead over {_plain(runner['metric'])} {lead['lead']:.2f} "
                                                          f"[{lead['ci'][0]:.2f}, {lead['ci'][1]:.2f}], n = {lead['n']}")
     everyone = "the other" if len(rows) == 1 else f"each of the other {len(rows)}"
     if not close:

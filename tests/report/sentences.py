@@ -449,7 +449,7 @@ class Report:
             values = self._oriented(suite, evaluation, key)
             methods = [m for m in known if m in values]
             ids = _shared({m: known[m] for m in methods}, {m: values[m] for m in methods})
-            name = self.name_of(key) + (" (derived)" if evaluation.derived else "")
+            name = self.name_of(key)  # a sentence names ABPC without its table's " (derived)"
             taus[name] = (referee.kendall_of_means({m: known[m] for m in methods}, values, ids, ids), ids, values)
             stored[name] = entry
         order = sorted(taus, key=lambda name: taus[name][0], reverse=True)

@@ -331,6 +331,11 @@ def test_metric_validity_and_its_finding_are_what_scipy_recomputes_from_the_rows
                     f"Bonferroni over 1; lead over NAOPC sufficiency {lead['lead']:.2f} [{lead['ci'][0]:.2f}, "
                     f"{lead['ci'][1]:.2f}], n = {n}); least: NAOPC sufficiency (Kendall tau "
                     f"{frame.iloc[1]['Kendall tau with the known answer [95% CI]']}, n = {n})."]
+    # a derived metric's table row says so; the sentence names it plainly, its parenthesis not nested in another
+    frame.loc[frame.index[1], "metric"] = "ABPC (derived)"
+    said = [s for s in findings({("m", "d"): suite}, records, {}, {}, {("m", "d"): truth},
+                                {("m", "d"): (frame, "")}) if "agrees best" in s]
+    assert "lead over ABPC 0." in said[0] and "least: ABPC (Kendall tau" in said[0] and "derived" not in said[0]
 
 
 def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findings():
