@@ -8,11 +8,14 @@ Per suite and evaluation, the floors of ``n`` examples are computed as one shard
 request answered together, batched), in a fresh workspace: **alone** (nothing else computed before) and, for the
 evaluations whose floor reuses what a run computes anyway, **in a run** (after the example's shared rows and the
 faithfulness reference's attribution: what the floor adds to them). ``--draws`` sets the floor's draws (the cost of
-the sampled floors is linear in it) to measure a slow model on fewer and scale up.
+the sampled floors is linear in it) to measure a slow model on fewer and scale up. Soft erasure's floor under minmax
+importance mirrors its draws (the sufficiency masks are the comprehensiveness masks); it is also measured
+unmirrored, as it was computed before, side by side.
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import sys
 import time
@@ -88,15 +91,25 @@ def main(argv=None) -> None:
             not args.evals or e in args.evals.split(","))]
         for evaluation in configured(EVALS, names, suite.get("eval_params")):
             evaluation = evaluation.resolve(adapter, suite["dataset"], examples)
-            row = {"model": suite["model"], "dataset": suite["dataset"], "eval": evaluation.key,
-                   "draws": evaluation.floor_draws, **measure(adapter, suite["dataset"], evaluation, examples,
-                                                              config["seed"], modes)}
-            results.append(row)
-            print(f"{row['model']:<15} {evaluation.name:<18} " + "  ".join(
-                f"{mode}: {row[mode]['outputs_per_example']:7.0f} outputs {row[mode]['seconds_per_example']:7.2f} s"
-                f" (exact {row[mode]['exact']}, m {row[mode]['features']})" for mode in modes), flush=True)
+            variants = [(evaluation.name, evaluation)]
+            if getattr(evaluation, "mirrored", lambda: False)():
+                unmirrored = copy.copy(evaluation)
+                unmirrored.mirrored = lambda: False  # both masks sent, as before the mirror
+                variants.append((f"{evaluation.name} (unmirrored)", unmirrored))
+            for label, variant in variants:
+                row = {"model": suite["model"], "dataset": suite["dataset"], "eval": variant.key, "label": label,
+                       "draws": variant.floor_draws, **measure(adapter, suite["dataset"], variant, examples,
+                                                               config["seed"], modes)}
+                results.append(row)
+                report(row, label, modes)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+def report(row: dict, label: str, modes: list[str]) -> None:
+    print(f"{row['model']:<15} {label:<30} " + "  ".join(
+        f"{mode}: {row[mode]['outputs_per_example']:7.0f} outputs {row[mode]['seconds_per_example']:7.2f} s"
+        f" (exact {row[mode]['exact']}, m {row[mode]['features']})" for mode in modes), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,10 @@ and run through the same ``samples`` masks as every method; per draw the raw dro
 averaged over the draws (clip and max are not linear: the mean of the metric, not the metric of the mean
 drop), with standard error std / √draws. It is the costly floor: 2 · ``samples`` · ``FLOOR_DRAWS`` model
 inputs per example (4,000 at the defaults, one request that the batcher packs into full batches), about
-as many as 100 methods' soft erasure.
+as many as 100 methods' soft erasure. With ``minmax`` importance (the default) it takes half: for a uniform
+draw u, 1 − u is uniform too and minmax(1 − u) = 1 − minmax(u), so the sufficiency mask of draw 1 − u is the
+comprehensiveness mask of draw u, and one set of ``samples`` · ``FLOOR_DRAWS`` model inputs gives both
+floors' draws (:meth:`SoftErasure.mirrored`; the floor rows' key says ``mirrored``).
 """
 from typing import Optional
 
@@ -182,27 +185,51 @@ class SoftErasure(Evaluation):
             out[key]["soft_nc"]["values"], out[key]["soft_ns"]["values"] = nc, ns
         return out
 
-    floor_how = ("FLOOR_DRAWS uniform score draws through the methods' masks; Soft-NC / Soft-NS averaged over the "
-                 "draws (the raw drops: their mean)")
+    @property
+    def floor_how(self) -> str:
+        how = ("FLOOR_DRAWS uniform score draws through the methods' masks; Soft-NC / Soft-NS averaged over the "
+               "draws (the raw drops: their mean)")
+        return how + ("; the sufficiency draws are the comprehensiveness draws' mirror images (u and 1 − u: the "
+                      "same masks under minmax)" if self.mirrored() else "")
+
+    def mirrored(self) -> bool:
+        """Whether the floor's sufficiency draws are its comprehensiveness draws mirrored: under ``minmax`` keep
+        probabilities q(1 − u) = 1 − q(u) on the non-special tokens, so sufficiency's mask of the uniform draw 1 − u
+        (itself uniform) is comprehensiveness's mask of u, the same model inputs. Not with ``sigmoid`` or
+        ``positive``, nor at a retaining probability π (its rescaling breaks the symmetry)."""
+        return self.importance == "minmax" and self.retain_target() is None
+
+    @property
+    def floor_key(self) -> str:
+        """As every floor's, marked ``mirrored`` where the sufficiency draws are mirror images: another estimator of
+        the same expectation, so rows of the unmirrored one are not read as its."""
+        key = super().floor_key
+        return f"{key[:-1]},mirrored)" if self.mirrored() else key
 
     def floor(self, work):
-        """Per draw of uniform scores, the raw drops under the methods' masks, all draws in one request."""
+        """Per draw of uniform scores, the raw drops under the methods' masks, all draws in one request (mirrored:
+        the comprehensiveness masks only, which are also the sufficiency masks of the mirrored draws)."""
         special = special_mask(work.adapter, work.ids)
         draws = work.rng("floor:soft_erasure").random((self.floor_draws, len(work.ids)))
         keeps = [keep_probabilities(d, special, self.importance, self.retain_target()) for d in draws]
         keeps = np.array([q for q in keeps if q is not None])  # None for every draw or none (one scored token)
+        mirrored = self.mirrored()
         if not len(keeps):
-            return {**dict.fromkeys(METRICS), "floor": {"exact": False}}
+            return {**dict.fromkeys(METRICS), "floor": {"exact": False, "mirrored": mirrored}}
         uniform = self._uniform(work)
         p_full = yield from work.perturbations().full()
+        masks = np.where(special, 1.0, 1.0 - keeps)
+        if not mirrored:
+            masks = np.concatenate([masks, keeps])
         values = yield MaskedEmbeddings(work.adapter, Readout.of(work.resolved), tuple(work.ids), work.resolved.row,
-                                        np.concatenate([np.where(special, 1.0, 1.0 - keeps), keeps]), uniform)
-        per_draw = p_full - np.asarray(values).reshape(2 * len(keeps), len(uniform)).mean(1)
-        comp, suff = per_draw[:len(keeps)], per_draw[len(keeps):]
+                                        masks, uniform)
+        per_draw = p_full - np.asarray(values).reshape(len(masks), len(uniform)).mean(1)
+        comp = per_draw[:len(keeps)]
+        suff = comp.copy() if mirrored else per_draw[len(keeps):]  # mirrored: draw k's is that of 1 − u_k
         return {"soft_comprehensiveness_raw": float(comp.mean()), "soft_sufficiency_raw": float(suff.mean()),
                 "mc_se": {"soft_comprehensiveness_raw": _se(comp), "soft_sufficiency_raw": _se(suff)},
                 "draws": {"comprehensiveness": comp.tolist(), "sufficiency": suff.tolist()},
-                "floor": {"exact": False}}
+                "floor": {"exact": False, "mirrored": mirrored}}
 
     def summarise_floor(self, floor, shared, scored):
         """Raw drops as a method's (linear); Soft-NC and Soft-NS per draw, then their mean over the draws."""

@@ -9,7 +9,7 @@ import pytest
 
 from attrbench.datasets.base import Example
 from attrbench.evals.soft_erasure import keep_probabilities, masked_probability
-from attrbench.ops.perturb import answer
+from attrbench.ops.perturb import MaskedEmbeddings, answer
 from attrbench.ops.stats import spearman
 from attrbench.ops.tokens import non_special, special_mask
 from attrbench.plugin.evaluation import Evaluation, Workspace
@@ -137,10 +137,12 @@ def test_soft_erasure_floor_draws_are_a_random_methods_and_its_metric_is_average
     draws = work.rng("floor:soft_erasure").random((200, len(work.ids)))
     special = special_mask(adapter, work.ids)
     p_full = answer(work.perturbations().full())
-    for r in (0, 117, 199):
-        q = keep_probabilities(draws[r], special)
-        kept = masked_probability(adapter, work.ids, work.resolved.row, work.resolved, q, soft._uniform(work))
-        assert large["draws"]["sufficiency"][r] == pytest.approx(p_full - kept, abs=1e-12)
+    for r in (0, 117, 199):  # minmax: draw r's sufficiency is that of the mirrored draw 1 − u_r
+        for u, field, flip in ((draws[r], "comprehensiveness", True), (1 - draws[r], "sufficiency", False)):
+            q = keep_probabilities(u, special)
+            kept = masked_probability(adapter, work.ids, work.resolved.row, work.resolved,
+                                      np.where(special, 1.0, 1.0 - q) if flip else q, soft._uniform(work))
+            assert large["draws"][field][r] == pytest.approx(p_full - kept, abs=1e-12)
     shared = answer(soft.shared(work))
     scale = shared["p_full"] - shared["p_zero"]
     assert scale > 0
@@ -161,3 +163,42 @@ def test_soft_erasure_floor_draws_are_a_random_methods_and_its_metric_is_average
         a, b = out[metric], small_out[metric]
         assert b["mc_se"][0] > 0
         assert abs(a["values"][0] - b["values"][0]) < 4 * np.hypot(a["mc_se"][0], b["mc_se"][0]), metric
+
+
+def test_the_minmax_soft_floor_takes_half_the_inputs_and_is_marked_mirrored(tiny_models):
+    """minmax(1 − u) = 1 − minmax(u) on the non-special tokens (specials kept), so the sufficiency masks of the
+    mirrored draws are the comprehensiveness masks: one request of samples · draws inputs, not twice as many as the
+    sigmoid floor's (where 1 − u gives no such identity), and a key of its own; pi_soft_erasure is not mirrored."""
+    adapter = tiny_models[("tiny-bert", "float64")]
+    work = _work(adapter, "the dog near the cars [MASK] here", "contrast:is/are")
+    special = special_mask(adapter, work.ids)
+    rng = np.random.default_rng(0)
+    for u in rng.random((1000, len(work.ids))):
+        up, down = keep_probabilities(u, special), keep_probabilities(1 - u, special)
+        assert np.abs(down[~special] - (1 - up[~special])).max() < 1e-12 and (down[special] == 1).all()
+
+    def sent(evaluation):
+        """The masked model inputs the floor asks for, and its payload."""
+        requests = []
+
+        def recorded(generator):
+            values = None
+            try:
+                while True:
+                    request = generator.send(values)
+                    requests.append(request)
+                    values = yield request
+            except StopIteration as stop:
+                return stop.value
+
+        payload = answer(recorded(evaluation.floor(work)))
+        return sum(r.samples for r in requests if isinstance(r, MaskedEmbeddings)), payload
+
+    minmax = EVALS.get("soft_erasure").with_params(samples=4)
+    sigmoid = EVALS.get("soft_erasure").with_params(samples=4, importance="sigmoid")
+    (half, mirrored), (whole, plain) = sent(minmax), sent(sigmoid)
+    assert (half, whole) == (4 * minmax.floor_draws, 2 * 4 * sigmoid.floor_draws)
+    assert mirrored["draws"]["sufficiency"] == mirrored["draws"]["comprehensiveness"] and mirrored["floor"]["mirrored"]
+    assert plain["draws"]["sufficiency"] != plain["draws"]["comprehensiveness"] and not plain["floor"]["mirrored"]
+    assert (minmax.floor_key, sigmoid.floor_key) == ("floor(draws=100,mirrored)", "floor(draws=100)")
+    assert EVALS.get("pi_soft_erasure").floor_key == "floor(draws=100)" and "mirror" in minmax.floor_how

@@ -212,7 +212,7 @@ def test_a_leaderboard_puts_the_random_floor_in_place_of_one_random_draw(config_
     assert {e.name for e, _ in plan.scoring if plan.has_floor(e)} == set(FLOORED)
     assert all(m.name != "random" for _, methods in plan.scoring for m in methods)
     db = sqlite3.connect(run_dir / "store.sqlite")
-    floor_rows = db.execute("SELECT eval, example FROM results WHERE method = 'floor(draws=100)'").fetchall()
+    floor_rows = db.execute("SELECT eval, example FROM results WHERE method LIKE 'floor(draws=100%'").fetchall()
     assert len(floor_rows) == len(set(floor_rows)) == len(FLOORED) * 3
     records, meta = collect(run_dir)
     assert "random" not in {r["method"] for r in records}
@@ -231,7 +231,8 @@ def test_a_leaderboard_puts_the_random_floor_in_place_of_one_random_draw(config_
     assert by[("soft_erasure", "soft_comprehensiveness_raw")]["floor"]["sampled_examples"] == 3
     assert all(se > 0 for se in by[("soft_erasure", "soft_comprehensiveness_raw")]["mc_se"])
     cells = {cell["eval"]: cell["floor"] for cell in meta["plan"][0]["scoring"]}
-    assert cells == {**{name: {"key": "floor(draws=100)", "draws": 100} for name in FLOORED}, "timing": None}
+    assert cells == {**{name: {"key": "floor(draws=100)", "draws": 100} for name in FLOORED}, "timing": None,
+                     "soft_erasure": {"key": "floor(draws=100,mirrored)", "draws": 100}}  # minmax: mirrored draws
     assert first["example_costs"]["tiny-gpt2|sva-generated:default"]["examples"] == 3  # floor rows counted whole
     again = run_leaderboard(config, run_dir, progress=False)
     assert (again["rows"], again["model_rows"], again["attributions"]) == (0, 0, 0)
