@@ -134,16 +134,21 @@ def still_computing(records: list[dict], plan: Optional[list[dict]] = None
                 floors.add(key)
                 if cell["floor"].get("n") is not None:
                     floor_n[key] = cell["floor"]["n"]
-    # a method behind in a table whose other methods reached the planned n is behind in its whole suite: its
-    # rows elsewhere (a metric added later, so that all have few) are a partial method's, judged nowhere yet
-    behind: dict[tuple, set] = {}
+    # a method behind in a table whose other methods reached the planned n is behind in its suite wherever it has no
+    # more examples than there: its rows elsewhere (a metric added later, so that all have few) are a partial
+    # method's, judged nowhere yet. Where it has more (a table it completed before, e.g. beside an axiom check
+    # still computing for it) they are not.
+    behind: dict[tuple, dict[str, int]] = {}
     for key, counts in sizes.items():
         full = max((k for m, k in counts.items() if m != FLOOR), default=0)
         if full and full >= planned.get(key, 0):
-            behind.setdefault(key[:2], set()).update(m for m, k in counts.items() if k < full and m != FLOOR)
+            lagging_in_suite = behind.setdefault(key[:2], {})
+            for m, k in counts.items():
+                if k < full and m != FLOOR:
+                    lagging_in_suite[m] = max(k, lagging_in_suite.get(m, 0))
     held: dict[tuple, dict[str, tuple[int, int]]] = {}
     for key, counts in sizes.items():
-        late = behind.get(key[:2], set())
+        late = {m for m, k in behind.get(key[:2], {}).items() if counts.get(m, 0) <= k}
         methods = {m: k for m, k in counts.items() if m != FLOOR and m not in late}
         full = max(methods.values(), default=0)
         of = max(*counts.values(), planned.get(key, 0))

@@ -20,7 +20,8 @@ def complete(records: list[dict]) -> list[dict]:
     """The records a report may judge: of each table (model, dataset, evaluation) the methods with rows on as many
     examples as its most complete method, and the floor with rows on as many or on all it is planned on (a config's
     ``floor_n``: its own planned n); the floor is not a method, and there is no floor where no method has rows.
-    Left out everywhere in a suite: a method that is behind in a table whose others reached its planned n."""
+    Left out in a suite: a method behind in a table whose others reached its planned n, wherever it has no more
+    examples than there."""
     rows: dict[tuple, dict[str, int]] = {}
     planned: dict[tuple, int] = {}
     for r in records:
@@ -28,16 +29,18 @@ def complete(records: list[dict]) -> list[dict]:
             key = (r["model"], r["dataset"], r["eval"])
             rows.setdefault(key, {})[r["method"]] = len(r["example_ids"])
             planned[key] = max(planned.get(key, 0), r.get("planned_n") or 0)
-    late: dict[tuple, set] = {}
+    late: dict[tuple, dict[str, int]] = {}
     for key, counts in rows.items():
         best = max((n for m, n in counts.items() if m != FLOOR), default=0)
         if best and best >= planned[key]:
-            late.setdefault(key[:2], set()).update(m for m, n in counts.items() if m != FLOOR and n < best)
+            for m, n in counts.items():
+                if m != FLOOR and n < best:
+                    late.setdefault(key[:2], {})[m] = max(n, late.get(key[:2], {}).get(m, 0))
     out = []
     for r in records:
         key = (r["model"], r["dataset"], r["eval"])
         if "example_ids" in r:
-            skip = late.get(key[:2], set())
+            skip = {m for m, n in late.get(key[:2], {}).items() if rows[key].get(m, 0) <= n}
             best = max((n for m, n in rows[key].items() if m != FLOOR and m not in skip), default=0)
             need = min(best, r.get("planned_n") or best) if r["method"] == FLOOR else best
             if r["method"] in skip or not best or len(r["example_ids"]) < need:

@@ -410,6 +410,12 @@ def test_methods_still_computing_are_held_back_with_how_far_they_are():
     assert [r["method"] for r in ranked] == ["a", "b"]
     assert held == {("x", "d", "naopc"): {"c": (5, 12)}, ("x", "d", "ground_truth"): {
         "c": (5, 12), "random_floor": (5, 12), "a": (0, 12), "b": (0, 12)}}
+    # d complete by naopc, behind in an axiom check started later: held there only, ranked where it has more
+    checks = [{**record(m, n), "eval": "axioms", "planned_n": 12} for m, n in (("a", 12), ("d", 3))]
+    ranked, held = still_computing([*full[:2], {**record("d", 12), "planned_n": 12}, *checks])
+    assert [(r["eval"], r["method"]) for r in ranked] == [("naopc", "a"), ("naopc", "b"), ("naopc", "d"),
+                                                          ("axioms", "a")]
+    assert held == {("x", "d", "axioms"): {"d": (3, 12)}}
     partial = [{**r, "planned_n": 12} for r in (record("a", 8), record("b", 8), record("c", 5))]  # a budget's
     assert [r["method"] for r in still_computing(partial + truth)[0]] == ["a", "b", "c", "random_floor"]
     ahead = [record("a", 4), record("b", 4), record("random_floor", 10)]  # methods re-keyed, the floor not
