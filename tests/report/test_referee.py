@@ -202,6 +202,44 @@ def test_the_readmes_findings_are_the_published_statistics():
             assert table["floor"][method]["verdict"] != "better", (suite, method)
 
 
+def test_the_readmes_sanity_finding_is_the_published_rows():
+    """The README's sentence on the model-randomisation check, recomputed with numpy from reports/full's rows: the
+    methods flagged per MiniLM suite (median |rho| at the full cascade at or above the threshold) with the flagged
+    one's median, and the examples where lime has no value; the report's own finding says the same."""
+    import numpy as np
+
+    from attrbench import load_run
+    from attrbench.registry import EVALS
+
+    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    said = re.search(r"The model-randomisation sanity check \(Adebayo et al\. 2018: each method's attributions on "
+                     r"(\d+) examples per MiniLM suite against those of the model with its head and every block "
+                     r"re-initialised; flagged where the median \|Spearman\| is at least ([\d.]+)\) flags `(\w+)` on "
+                     r"SST-2 \(([\d.]+)\) as insensitive to the model, and no method on agreement\. `lime`'s scores on "
+                     r"the re-initialised model are constant on all (\d+) SST-2 sentences and on (\d+) of the (\d+) "
+                     r"agreement items, so there is no rank correlation to compute: it is checked on one item\.", text)
+    assert said, "the README no longer says what the sanity check found"
+    evaluation = EVALS.get("randomisation")
+    assert float(said[2]) == evaluation.threshold
+    run = load_run(ROOT / "reports" / "full")
+    rows = {(r["model"], r["method"]): r["values"] for r in run.records
+            if r["eval"] == "randomisation" and r["metric"] == evaluation.primary_metric}
+    flagged, lime_missing = {}, {}
+    for model in ("minilm-l6-sst2", "minilm-l6-sva"):
+        values = {m: [abs(v) for v in vs if v is not None] for (mo, m), vs in rows.items() if mo == model}
+        assert {len(vs) for vs in rows.values()} == {int(said[1])}
+        flagged[model] = {m: np.median(v) for m, v in values.items() if v and np.median(v) >= evaluation.threshold}
+        lime_missing[model] = sum(v is None for v in rows[(model, "lime")])
+    assert list(flagged["minilm-l6-sst2"]) == [said[3]] and f"{flagged['minilm-l6-sst2'][said[3]]:.2f}" == said[4]
+    assert flagged["minilm-l6-sva"] == {}
+    assert lime_missing["minilm-l6-sst2"] == int(said[5]) == int(said[1])
+    n = int(said[1])
+    assert (lime_missing["minilm-l6-sva"], n) == (int(said[6]), int(said[7])) == (n - 1, n)
+    findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
+    assert re.search(rf"minilm-l6-sst2 · sst2: the sanity check .+? flags {said[3]} as insensitive", findings)
+    assert re.search(r"minilm-l6-sva · sva-linzen: the sanity check .+? flags none of the", findings)
+
+
 def test_the_readmes_account_of_the_default_run_is_its_statistics():
     """README command 1's sentence on what the published default run reached: methods better than the floor."""
     root = Path(__file__).parent.parent.parent
