@@ -147,6 +147,9 @@ class Randomisation(Evaluation):
     bounds = {"spearman_top": (-1.0, 1.0), "spearman_all": (-1.0, 1.0)}
     metric_names = {"spearman_top": "Spearman with the top-randomised model",
                     "spearman_all": "Spearman with the fully randomised model"}
+    undefined_when = dict.fromkeys(("spearman_top", "spearman_all"),
+                                   "fewer than 3 scored tokens, a target no string names, or the method's scores "
+                                   "constant on the trained or the re-initialised model: no rank correlation")
     record_fields = ("threshold",)
     threshold = 0.5
 

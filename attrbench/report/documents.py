@@ -495,14 +495,20 @@ def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[s
     measure = evaluation.metric_names.get(evaluation.primary_metric, evaluation.primary_metric)
     text = (f"{name}: the sanity check `{evaluation.name}` ({evaluation.reference}: median |{measure}|, flagged at "
             f"≥ {evaluation.threshold}; n = {n}) flags ")
+    # a method without a value where the others have one is unjudged there (for randomisation: its scores constant)
+    most = max(n for _, n, _ in flags.values())
+    short = sorted(((m, most - n) for m, (_, n, _) in flags.items() if n < most), key=lambda x: (-x[1], x[0]))
+    why = (evaluation.undefined_when or {}).get(evaluation.primary_metric)
+    missing = "" if not short else (f"; no value for {', '.join(f'{m} on {k} of {most}' for m, k in short)} "
+                                    f"examples" + (f" (undefined where {why})" if why else ""))
     if not flagged:
-        return [text + f"none of the {len(checked)} methods checked."]
+        return [text + f"none of the {len(checked)} methods checked{missing}."]
     text += f"{_listing(flagged)} as insensitive to the model; {len(checked) - len(flagged)} of {len(checked)} pass"
     top = [m for m in (headline.statistics.get("top") or []) if m in flagged] if headline is not None else []
     if top:
         metric = metric_name(headline.evaluation, headline.statistics["metric"])
         text += f"; flagged and in the top group by {metric}: {', '.join(top)}"
-    return [text + "."]
+    return [text + missing + "."]
 
 
 def _truth_findings(name: str, truth: Table, validity) -> list[str]:

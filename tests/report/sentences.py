@@ -406,7 +406,8 @@ class Report:
     def rule_sanity(self, suite: str, body: str) -> bool:
         found = re.fullmatch(rf": the sanity check `(\w+)` \((.+?): median \|(.+?)\|, flagged at ≥ ({NUMBER}); n = "
                              rf"(.+?)\) flags (?:none of the (\d+) methods checked|(.+?) as insensitive to the model; "
-                             rf"(\d+) of (\d+) pass(?:; flagged and in the top group by (.+?): (.+?))?)\.", body)
+                             rf"(\d+) of (\d+) pass(?:; flagged and in the top group by (.+?): (.+?))?)"
+                             rf"(?:; no value for (.+?) examples \(undefined where (.+?)\))?\.", body)
         if not found:
             return False
         evaluation = EVALS.get(found[1])
@@ -415,6 +416,13 @@ class Report:
         checked = {r["method"]: [abs(v) for v in r["values"] if v is not None] for r in self.records
                    if (r["model"], r["dataset"], r["eval"], r["metric"])
                    == (model, dataset, evaluation.name, evaluation.primary_metric)}
+        most = max(len(v) for v in checked.values())
+        short = sorted(((m, most - len(v)) for m, v in checked.items() if len(v) < most), key=lambda x: (-x[1], x[0]))
+        said = [] if found[12] is None else [re.fullmatch(rf"({NAME}) on (\d+) of (\d+)", part).groups()
+                                              for part in found[12].split(", ")]
+        assert [(m, int(k)) for m, k, _ in said] == short and {int(of) for *_, of in said} <= {most}, (suite, short)
+        assert (found[13] is None) == (not short)
+        assert found[13] in (None, evaluation.undefined_when[evaluation.primary_metric])
         checked = {m: v for m, v in checked.items() if v}
         flagged = sorted(m for m, v in checked.items() if np.median(v) >= evaluation.threshold)
         counts = sorted({len(v) for v in checked.values()})

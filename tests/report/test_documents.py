@@ -363,6 +363,12 @@ def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findi
     [line] = [s for s in findings(by_suite, records, {}) if "sanity check" in s]
     assert line.endswith("n = 30) flags best as insensitive to the model; 2 of 3 pass; flagged and in the top "
                          "group by erasure AOPC comprehensiveness: best.")
+    # a method with no value where the others have one (constant scores) is named with how many, and why
+    records.append({"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "randomisation", "metric": "spearman_all",
+                    "method": "flat", "values": [0.9] * 3 + [None] * 28})
+    [line] = [s for s in findings(by_suite, records, {}) if "sanity check" in s]
+    assert "n = 3–30) flags best, flat as insensitive" in line and line.endswith(
+        f"; no value for flat on 27 of 30 examples (undefined where {Randomisation.undefined_when['spearman_all']}).")
     without = short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records[:3])
     assert "sanity" not in without.columns and not [s for s in findings(by_suite, records[:3], {}) if "sanity" in s]
 
