@@ -7,7 +7,6 @@ import re
 import warnings
 from functools import lru_cache
 from itertools import combinations
-from typing import Optional
 
 import numpy as np
 from scipy import stats
@@ -176,16 +175,14 @@ def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: li
     return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
 
-def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list,
-                   confidence: float, resamples: int = 2000, seed: int = 12345, against: Optional[int] = None):
-    """A percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the same
-    of (``known``, ``b``), the examples ``ids`` resampled once for both.
-
-    With ``against``, the resamples of an interval computed elsewhere: instead, for each of its bounds, the band that
-    bound falls in by Monte-Carlo noise alone. A percentile of ``against`` draws has a Binomial(``against``, tail)
-    count of draws beyond it, so the band runs between this (larger) sample's quantiles at that count ± 3 standard
-    deviations; at a Bonferroni level over few examples the tails hold a handful of lumpy draws, and a fixed
-    tolerance is either loose or wrong."""
+def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list, confidence: float,
+                   against: int, resamples: int = 20000, seed: int = 12345) -> tuple[tuple[float, float], ...]:
+    """For a percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the
+    same of (``known``, ``b``), the examples ``ids`` resampled once for both, computed elsewhere from ``against``
+    resamples: the band each of its two bounds falls in by Monte-Carlo noise alone. A percentile of ``against`` draws
+    has a Binomial(``against``, tail) count of draws beyond it, so the band runs between this (larger) sample's
+    quantiles at that count ± 3 standard deviations; at a Bonferroni level over few examples the tails hold a handful
+    of lumpy draws, and a fixed tolerance is either loose or wrong."""
     rng = np.random.default_rng(seed)
     methods = [m for m in known if m in a and m in b]
     matrix = lambda v: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
@@ -197,8 +194,6 @@ def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict
     leads = _tau_b(mx, my) - _tau_b(mx, mz)
     leads = leads[np.isfinite(leads)]
     tail = (1 - confidence) / 2
-    if against is None:
-        return float(np.percentile(leads, 100 * tail)), float(np.percentile(leads, 100 * (1 - tail)))
     spread = 3 * np.sqrt(against * tail * (1 - tail)) / against
     levels = np.clip([tail - spread, tail + spread], 0, 1)
     return tuple(tuple(float(x) for x in np.quantile(leads, at)) for at in (levels, 1 - levels[::-1]))

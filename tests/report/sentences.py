@@ -490,8 +490,7 @@ class Report:
                 continue
             # a Bonferroni level's tails hold a few of the draws (10 of 2,000 at 99 %): each bound is checked
             # against the band its own Monte-Carlo noise allows, from 20,000 draws of the referee's
-            bands = referee.bootstrap_lead(known, taus[best[0]][2], taus[name][2], both, confidence,
-                                           resamples=20000, against=self.resamples)
+            bands = referee.bootstrap_lead(known, taus[best[0]][2], taus[name][2], both, confidence, self.resamples)
             for bound, (low, high) in zip(entry["ci"], bands):
                 assert low - 0.02 <= bound <= high + 0.02, (suite, name, entry["ci"], bands)
             assert entry["separated"] == (entry["ci"][0] > 0 or entry["ci"][1] < 0)
