@@ -5,10 +5,11 @@ LRP / DeepLIFT conservation) records in every result the relative residual |attr
 |expected| of that identity and its tolerance (``meta["axiom"]``, :func:`attrbench.plugin.axiom_check`). This
 evaluation reads them: per example the ``residual`` and ``passes`` (1.0 within the tolerance, 0.0 not), so the
 report can show beside a method's scores the share of examples on which its output is what the method
-promises (Sundararajan et al. 2017 ask for IG's gap to be checked on every input). It computes nothing: no
-model output, only what the attribution recorded. A method with no axiom is not taken (``takes``), so a run
-gives it no row here rather than a row of "not applicable"; an attribution cached before its method recorded
-the axiom gives undefined values (None).
+promises (Sundararajan et al. 2017 ask for IG's gap to be checked on every input), and name the method × suite
+cells where that share is below ``check_share``: there the scores are not what the method defines, and their rank
+is no verdict on it. It computes nothing: no model output, only what the attribution recorded. A method with no
+axiom is not taken (``takes``), so a run gives it no row here rather than a row of "not applicable"; an
+attribution cached before its method recorded the axiom gives undefined values (None).
 """
 from attrbench.plugin import AXIOMS, METHODS, Evaluation, InputError, register
 
@@ -22,6 +23,7 @@ class Axioms(Evaluation):
     higher_is_better = {"passes": True, "residual": False}
     bounds = {"passes": (0.0, 1.0), "residual": (0.0, None)}
     record_fields = ("axiom", "tolerance")
+    check_share = 0.95  # a cell passes where 95 % of its examples meet the axiom (IG: relative gap ≤ 0.05 on ≥ 95 %)
 
     def takes(self, method) -> bool:
         return super().takes(method) and getattr(method, "axiom", None) in AXIOMS

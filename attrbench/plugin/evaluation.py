@@ -273,6 +273,10 @@ class Evaluation(Configurable):
     record_fields: tuple[str, ...] = ()  # payload fields that are the same on every example, kept in the records
     floor_draws: int = FLOOR_DRAWS  # draws of a sampled floor (read at call time: part of ``floor_key``)
     floor_how: str = ""  # how its floor is computed, for the records (else a payload's ``floor["how"]``)
+    # a check of a method's own claim (its primary metric 1.0 where an example meets it, 0.0 where not): the share of
+    # examples a method × suite cell must meet to pass; the report shows the share beside the method's scores and
+    # names the cells below it in the findings. None: not such a check
+    check_share: Optional[float] = None
 
     def takes(self, method: Method) -> bool:
         return method.output == "scores" or not self.score_methods_only

@@ -19,6 +19,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from ..models.zoo import ZOO
@@ -235,13 +236,53 @@ def sanity_flags(records: list[dict], model: str, dataset: str) -> dict[str, tup
     return out
 
 
-def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
+def own_checks(records: list[dict], model: str, dataset: str) -> dict[str, dict]:
+    """Per method of a suite, what a check of its own claim (an evaluation with a ``check_share``, e.g. its axiom)
+    found: ``met`` of ``n`` examples meet it, the ``claim`` and its ``tolerance``, the median ``residual``, and
+    whether the share reaches the evaluation's bar (``passes``)."""
+    out: dict[str, dict] = {}
+    for r in records:
+        if (r["model"], r["dataset"]) != (model, dataset) or r["eval"] not in EVALS.names():
+            continue
+        evaluation = EVALS.get(r["eval"])
+        if evaluation.check_share is None:
+            continue
+        entry = out.setdefault(r["method"], {"evaluation": evaluation})
+        values = [v for v in r["values"] if v is not None]
+        if r["metric"] == evaluation.primary_metric:
+            met = int(round(sum(values)))
+            entry.update(met=met, n=len(values), claim=r.get("axiom"), tolerance=r.get("tolerance"),
+                         passes=bool(values) and met >= evaluation.check_share * len(values))
+        elif evaluation.higher_is_better.get(r["metric"]) is False and values:
+            entry["residual"] = float(np.median(values))
+    return {m: e for m, e in out.items() if e.get("n")}
+
+
+def _checks_computing(held: Optional[dict], model: str, dataset: str) -> dict[str, tuple[int, int]]:
+    """Per method, (examples, of n) of an own-claim check still computing in a suite."""
+    return {m: kn for (mo, da, name), lagging in (held or {}).items() if (mo, da) == (model, dataset)
+            and name in EVALS.names() and EVALS.get(name).check_share is not None for m, kn in lagging.items()}
+
+
+def _check_cell(method: str, checks: dict, computing: dict) -> str:
+    if method in checks:
+        c = checks[method]
+        return f"{c['met'] / c['n']:.0%} of {c['n']:,}" + ("" if c["passes"] else " (fails)")
+    if method in computing:
+        return f"computing ({computing[method][0]:,} of {computing[method][1]:,})"
+    return "–"
+
+
+def short_table(headline: Table, records: list[dict], held: Optional[dict] = None) -> pd.DataFrame:
     """Group, method, family, headline score [CI], verdict against the random floor, n, seconds per example and ×
-    a forward pass (medians); rows ordered by the headline's mean."""
+    a forward pass (medians), the sanity check and the share of examples meeting the method's own axiom; rows
+    ordered by the headline's mean."""
     stats, metric = headline.statistics, headline.statistics["metric"]
     seconds = _cost(records, headline.model, headline.dataset, "seconds")
     ratio = _cost(records, headline.model, headline.dataset, "forward_passes")
     sanity = sanity_flags(records, headline.model, headline.dataset)
+    checks = own_checks(records, headline.model, headline.dataset)
+    computing = _checks_computing(held, headline.model, headline.dataset)
     dropped = aliased(stats)
     sign = 1.0 if stats["higher_is_better"] else -1.0
     rows = []
@@ -257,6 +298,7 @@ def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
                "× forward pass": "–" if f is None else f"{f[0]:.0f}",
                "sanity": "–" if r["method"] not in sanity else {True: "insensitive", False: "passes"}.get(
                    sanity[r["method"]][0], "undefined"),
+               "own axiom": _check_cell(r["method"], checks, computing),
                "_order": -1e18 if r["method"] == stats.get("reference") else
                (-sign * r["mean"] if r["mean"] is not None else 1e18)}
         rows.append(row)
@@ -265,6 +307,8 @@ def short_table(headline: Table, records: list[dict]) -> pd.DataFrame:
         frame = frame.drop(columns="vs floor")
     if not sanity:
         frame = frame.drop(columns="sanity")
+    if not checks and not computing:
+        frame = frame.drop(columns="own axiom")
     return frame
 
 
@@ -325,8 +369,8 @@ def _listing(names: list[str], limit: int = 8) -> str:
 
 
 def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict,
-             panels: Optional[dict] = None, truths: Optional[dict] = None, validity: Optional[dict] = None
-             ) -> list[str]:
+             panels: Optional[dict] = None, truths: Optional[dict] = None, validity: Optional[dict] = None,
+             held: Optional[dict] = None) -> list[str]:
     """Sentences from the statistics, each naming its metric, its test and n, and under how many of the suite's
     robustness metrics it holds (the numbers are in the tables below); where a suite has a known answer, which
     methods find it and which faithfulness metric agrees with it."""
@@ -345,6 +389,7 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
             for kept, others in stats["aliases"].items():
                 out.append(f"{name}: {', '.join(others)} and {kept} give the same scores on every example and "
                            f"metric of this suite: one behaviour, one row ({kept}).")
+        out += _check_finding(name, own_checks(records, model, dataset), _checks_computing(held, model, dataset))
         if stats["verdict"] == "n too small to rank":
             out.append(f"{name}: at most {stats['pair_n'][1] if stats.get('pair_n') else 0} examples per pair are "
                        f"too few to separate any of {stats['k']} methods by {metric} ({stats['k']} methods need n ≥ "
@@ -415,8 +460,10 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
                 f"{comparison['samples']:,} posterior draws): P({a} better) = {comparison['p_better']:.3f}, "
                 f"P(equivalent) = {comparison['p_equivalent']:.3f}, P({b} better) = {comparison['p_worse']:.3f}, "
                 "each the posterior probability that this outcome is the most probable of the three"
-                + (f"; separated, yet practically equivalent (P(equivalent) ≥ 0.95): a consistent difference "
-                   f"smaller than ±{comparison['rope']}"
+                # the signed ranks say which leads, the posterior where the margin most often falls: not a bound on it
+                + (f"; separated, and yet equivalence within ±{comparison['rope']} is the most probable outcome "
+                   f"(P(equivalent) ≥ 0.95): {comparison['better']} leads consistently, by a margin the posterior most "
+                   "often puts within the ROPE"
                    if separated and comparison["verdict"] == "equivalent" else "") + ".")
         pair = agreement.get((model, dataset))
         if pair is not None:
@@ -484,7 +531,9 @@ def split_comparisons(tables: list[Table], plan: Optional[list[dict]], resamples
 
 def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[str]:
     """Which methods a sanity check flags as insensitive to the model, and whether the headline's top group holds
-    one."""
+    one. A method shown as another's alias (one behaviour, one row) is counted once, under the row's name."""
+    dropped = aliased(headline.statistics) if headline is not None else set()
+    flags = {m: flag for m, flag in flags.items() if m not in dropped}
     checked = {m: flag for m, flag in flags.items() if flag[0] is not None}
     if not checked:
         return []
@@ -511,6 +560,44 @@ def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[s
     return [text + missing + "."]
 
 
+def _check_finding(name: str, checks: dict, computing: dict) -> list[str]:
+    """The method × suite cells whose method meets its own claim (its axiom) on too few examples, with how many and
+    by how much, and how many cells pass (and which are still computing): a failing cell's scores are not what its
+    method defines, so its place in the verdicts is no verdict on the method."""
+    if not checks:
+        return []
+    bar = next(iter(checks.values()))["evaluation"].check_share
+    later = f"; still computing: {', '.join(sorted(computing))}" if computing else ""
+    failing = sorted((m for m, c in checks.items() if not c["passes"]),
+                     key=lambda m: (checks[m]["met"] / checks[m]["n"], m))
+    if not failing:
+        counts = sorted({c["n"] for c in checks.values()})
+        n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}–{counts[-1]:,}"
+        one = len(checks) == 1
+        who = (next(iter(checks)) + " meets its own axiom within its tolerance" if one else
+               f"each of the {len(checks)} methods that claim an axiom meets it within its tolerance")
+        return [f"{name}: {who} on at least {bar:.0%} of the examples checked (n = {n}){later}."]
+    clauses = []
+    for m in failing:
+        c = checks[m]
+        clause = f"{m} meets its {c['claim']} axiom"
+        if c.get("tolerance"):
+            clause += f" (tolerance {c['tolerance']:g})"
+        clause += f" on {c['met']:,} of {c['n']:,} examples"
+        if c.get("residual") is not None:
+            clause += f" (median residual {c['residual']:.2g})"
+        clauses.append(clause)
+    one = len(failing) == 1
+    text = (f"{name}: {', '.join(clauses)}: below {bar:.0%}, " + ("its scores here are not what the method defines and "
+            "its place in the verdicts is no verdict on it" if one else "their scores here are not what the methods "
+            "define and their places in the verdicts are no verdict on them"))
+    passing = len(checks) - len(failing)
+    if passing:
+        text += ("; the other method that claims an axiom meets it" if passing == 1 else
+                 f"; the other {passing} methods that claim an axiom meet it") + f" on at least {bar:.0%}"
+    return [text + later + "."]
+
+
 def _truth_findings(name: str, truth: Table, validity) -> list[str]:
     """What the known answer says: the methods that find it best (pairwise), against its exact random floor, and
     the faithfulness metric whose method order agrees with it most and least."""
@@ -533,7 +620,10 @@ def _truth_findings(name: str, truth: Table, validity) -> list[str]:
         if best["_ci"][0] <= 0:
             line += ", and its interval holds 0: no metric agrees clearly"
         line += _lead_clause(frame)
-        out.append(line + (f"; least: {said(worst)}." if len(frame) > 1 else "."))
+        # every metric at the lowest tau is named: a tie (metrics that order the methods alike) has no single least
+        tied = [row for _, row in frame.iloc[1:].iterrows() if abs(row["_tau"] - worst["_tau"]) <= 1e-12]
+        least = "; least" + (", tied: " if len(tied) > 1 else ": ") + ", ".join(said(row) for row in tied)
+        out.append(line + (least if len(frame) > 1 else "") + ".")
     return out
 
 
@@ -658,16 +748,21 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             continue
         pictures = verdicts(headline, folder)
         pictures += faithfulness_vs_cost(headline, _cost(records, model, dataset, "seconds"), folder)
+        short = short_table(headline, records, held)
         note = (f"headline metric: {metric_name(headline.evaluation, headline.statistics['metric'])} "
                 f"({headline.evaluation.name}); " + headline.note.split("; ", 1)[-1]
                 + f"; s / example and × forward pass: medians ({_cost_name(records)})")
+        if "own axiom" in short.columns:
+            bar = next(e for e in EVALS.all() if e.check_share is not None).check_share
+            note += ("; own axiom: the share of examples on which the method meets the identity it claims "
+                     f"(completeness, efficiency, conservation) within its tolerance, failing the cell below {bar:.0%}")
         extra = [("robustness across metrics", *robustness_table(panels[(model, dataset)]))] \
             if panels.get((model, dataset)) else []
         if validity.get((model, dataset)) is not None:
             valid_frame, valid_note = validity[(model, dataset)]
             extra.append(("metric validity: which metric agrees with the known answer",
                           valid_frame.drop(columns=["_tau", "_ci", "_metric", "_lead"]), valid_note))
-        summary.append((suite_title(model, dataset), short_table(headline, records), note, pictures, extra))
+        summary.append((suite_title(model, dataset), short, note, pictures, extra))
     appendix: list[Section] = []
     for table in tables:
         pictures = figures.get(table.title, [])
@@ -697,7 +792,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = (waiting_findings(held, tables) + findings(by_suite, records, lowest, panels, truths, validity)
+    found = (waiting_findings(held, tables) + findings(by_suite, records, lowest, panels, truths, validity, held)
              + [line for *_, line in splits])
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)

@@ -513,6 +513,29 @@ def cost_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
     return frame, "cost is shown as median [interquartile range] over examples and not ranked" + _params_note(group)
 
 
+def check_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
+    """A check of each method's own claim (``Evaluation.check_share``, e.g. its axiom): per method the fields the
+    claim records (which identity, its tolerance), the examples that meet it of those checked, whether the cell
+    passes, and the other metrics as median [IQR]; ordered by the share met, not ranked."""
+    rows = {}
+    for r in group:
+        row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
+        row.update({field: r.get(field, "") for field in evaluation.record_fields})
+        if r["metric"] == evaluation.primary_metric:
+            values = [v for v in r["values"] if v is not None]
+            met = int(round(sum(values)))
+            share = met / len(values) if values else 0.0
+            row.update({"meets it": f"{met:,} of {len(values):,} ({share:.0%})",
+                        "cell": "passes" if values and met >= evaluation.check_share * len(values) else "fails",
+                        "_order": -share})
+        else:
+            row[f"{r['metric']} (median [IQR])"] = fmt_median(r["values"])
+    frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable").drop(columns="_order")
+    return frame, (f"{evaluation.description}; a method × suite cell passes where at least "
+                   f"{evaluation.check_share:.0%} of its examples meet it within the tolerance; not ranked"
+                   + _params_note(group))
+
+
 def analysis_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
     rows = []
     for r in group:
@@ -560,6 +583,9 @@ def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
         evaluation = EVALS.get(eval_name)
         if not evaluation.needs_methods:
             frame, note = analysis_table(evaluation, group)
+            tables.append(Table(model, dataset, evaluation, group, frame, note))
+        elif evaluation.check_share is not None:
+            frame, note = check_table(evaluation, group)
             tables.append(Table(model, dataset, evaluation, group, frame, note))
         elif not evaluation.ranked:
             frame, note = cost_table(evaluation, group)

@@ -292,8 +292,9 @@ class Report:
             rf"does not))?; "
             rf"Bayesian signed-rank \(ROPE ±({NUMBER}), ([\d,]+) posterior draws\): P\(\1 better\) = ({NUMBER}), "
             rf"P\(equivalent\) = ({NUMBER}), P\(\2 better\) = ({NUMBER}), each the posterior probability that this "
-            rf"outcome is the most probable of the three(; separated, yet practically equivalent \(P\(equivalent\) ≥ "
-            rf"0\.95\): a consistent difference smaller than ±({NUMBER}))?\.", body)
+            rf"outcome is the most probable of the three(; separated, and yet equivalence within ±({NUMBER}) is the "
+            rf"most probable outcome \(P\(equivalent\) ≥ 0\.95\): ({NAME}) leads consistently, by a margin the "
+            rf"posterior most often puts within the ROPE)?\.", body)
         if not found:
             return False
         import baycomp
@@ -337,7 +338,7 @@ class Report:
             got = baycomp.SignedRankTest.probs(d, np.zeros(len(d)), rope=rope, nsamples=500, random_state=self.seed + 1)
             assert np.abs(np.array(got) - said).max() <= 0.1, (suite, got, said)
         assert (found[17] is not None) == (separated and said[1] >= 0.95), body
-        assert found[17] is None or float(found[18]) == rope
+        assert found[17] is None or (float(found[18]), found[19]) == (rope, found[8])
         return True
 
     def _independent_tables(self, suite: str) -> list[tuple[str, object, str]]:
@@ -415,7 +416,8 @@ class Report:
         model, dataset = self.suites[suite]
         checked = {r["method"]: [abs(v) for v in r["values"] if v is not None] for r in self.records
                    if (r["model"], r["dataset"], r["eval"], r["metric"])
-                   == (model, dataset, evaluation.name, evaluation.primary_metric)}
+                   == (model, dataset, evaluation.name, evaluation.primary_metric)
+                   and r["method"] not in self.aliases(suite)}  # one behaviour, counted once
         most = max(len(v) for v in checked.values())
         short = sorted(((m, most - len(v)) for m, v in checked.items() if len(v) < most), key=lambda x: (-x[1], x[0]))
         said = [] if found[12] is None else [re.fullmatch(rf"({NAME}) on (\d+) of (\d+)", part).groups()
@@ -437,6 +439,59 @@ class Report:
             assert set(found[11].split(", ")) == set(flagged) & self.ruling(suite, found[10])["top"]
         return True
 
+    def rule_own_axiom(self, suite: str, body: str) -> bool:
+        """Each method's own axiom: the share of its examples that meet it (a check's primary metric, 1 or 0 per
+        example), against the check's declared bar."""
+        later = r"(?:; still computing: (.+?))?"
+        every = re.fullmatch(rf": (?:each of the (\d+) methods that claim an axiom meets it|({NAME}) meets its own "
+                             rf"axiom) within its tolerance on at least (\d+)% of the examples checked \(n = (.+?)\)"
+                             rf"{later}\.", body)
+        some = re.fullmatch(r": (.+): below (\d+)%, (?:its scores here are not what the method defines and its place "
+                            r"in the verdicts is no verdict on it|their scores here are not what the methods define "
+                            r"and their places in the verdicts are no verdict on them)(?:; the other (?:method that "
+                            rf"claims an axiom meets it|(\d+) methods that claim an axiom meet it) on at least "
+                            rf"(\d+)%)?{later}\.", body)
+        if not (every or some):
+            return False
+        model, dataset = self.suites[suite]
+        evaluation = next(e for e in EVALS.all() if e.check_share is not None)
+        met, residual, claim = {}, {}, {}
+        for r in self.records:
+            if (r["model"], r["dataset"], r["eval"]) != (model, dataset, evaluation.name):
+                continue
+            values = [v for v in r["values"] if v is not None]
+            if r["metric"] == evaluation.primary_metric:
+                met[r["method"]] = (int(sum(values)), len(values))
+                claim[r["method"]] = (r["axiom"], r["tolerance"])
+            elif evaluation.higher_is_better[r["metric"]] is False:
+                residual[r["method"]] = float(np.median(values))
+        failing = {m for m, (k, n) in met.items() if k < evaluation.check_share * n}
+        # what the rows plan and have not complete: a method of the check with no complete row, by the stored plan
+        waiting = set(self.statistics.get("still computing", {}).get(f"{suite} · {evaluation.name}", {}))
+        later = (every or some)[5]
+        assert set(later.split(", ") if later else ()) == waiting, (suite, waiting)
+        if every:
+            counts = sorted({n for _, n in met.values()})
+            assert not failing and int(every[3]) == round(100 * evaluation.check_share)
+            assert (int(every[1]) if every[1] else 1) == len(met) and every[2] in (None, *met)
+            assert every[4] == (f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,}–{counts[-1]:,}")
+            return True
+        assert int(some[2]) == int(some[4] or some[2]) == round(100 * evaluation.check_share)
+        said = {}
+        for part in _names(some[1]):
+            clause = re.fullmatch(rf"({NAME}) meets its (\w+) axiom(?: \(tolerance ([\d.e+-]+)\))? on ([\d,]+) of "
+                                  rf"([\d,]+) examples(?: \(median residual (.+?)\))?", part)
+            assert clause, part
+            m = clause[1]
+            assert m in met, f"{suite}: {m} has no complete {evaluation.name} rows"
+            said[m] = clause
+            assert (int(clause[4].replace(",", "")), int(clause[5].replace(",", ""))) == met[m], (suite, m)
+            assert clause[2] == claim[m][0] and float(clause[3]) == float(f"{claim[m][1]:g}")
+            assert clause[6] == f"{residual[m]:.2g}", (suite, m, residual[m])
+        assert set(said) == failing, (suite, failing)
+        assert int(some[3] or (1 if some[4] else 0)) == len(met) - len(failing)
+        return True
+
     def rule_metric_validity(self, suite: str, body: str) -> bool:
         said = rf"(.+?) \(Kendall tau ({NUMBER}) \[({NUMBER}), ({NUMBER})\], n = (\d+)\)"
         lead = (rf"(?:; it (?:(?P<leads>leads) (?:the other|each of the other (?P<ahead>\d+))|is not separated from "
@@ -445,8 +500,8 @@ class Report:
                 rf"(?:; lead over (?P<runner>.+?) (?P<lead>{NUMBER}) \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\], "
                 rf"n = (?P<n>\d+))?\))?")
         found = re.fullmatch(rf": of the faithfulness metrics, the method order of {said} agrees best with (.+?)"
-                             rf"(, and its interval holds 0: no metric agrees clearly)?{lead}(?:; least: {said})?\.",
-                             body)
+                             rf"(, and its interval holds 0: no metric agrees clearly)?{lead}"
+                             rf"(?:; least(?P<tied>, tied)?: (?P<least>.+))?\.", body)
         if not found:
             return False
         known = self.ruling(suite, found[6])["values"]
@@ -463,15 +518,16 @@ class Report:
             taus[name] = (referee.kendall_of_means({m: known[m] for m in methods}, values, ids, ids), ids, values)
             stored[name] = entry
         order = sorted(taus, key=lambda name: taus[name][0], reverse=True)
-        groups = found.groups()
-        best, least = groups[:5], groups[-5:]
-        for (name, tau, low, high, n), which in ((best, order[0]), (least, order[-1])):
-            if name is None:
-                continue
+        best = found.groups()[:5]
+        least = [re.fullmatch(said, part).groups() for part in _names(found["least"])] if found["least"] else []
+        # the least: every metric at the lowest tau, and "tied" where there are several
+        lowest = [name for name in order[1:] if abs(taus[name][0] - taus[order[-1]][0]) <= 1e-12]
+        assert [row[0] for row in least] in ([], lowest) and bool(found["tied"]) == (len(least) > 1), (suite, lowest)
+        for (name, tau, low, high, n), which in [(best, order[0])] + [(row, order[-1]) for row in least]:
             assert f"{taus[name][0]:.2f}" == tau == f"{taus[which][0]:.2f}", (suite, name, which)
             assert int(n) == len(taus[name][1]), (suite, name, n, len(taus[name][1]))
             self._interval_agrees(referee.bootstrap_tau(known, taus[name][2], taus[name][1]), low, high)
-        assert (found[7] is not None) == (float(found[3]) <= 0) and (least[0] is None) == (len(taus) == 1)
+        assert (found[7] is not None) == (float(found[3]) <= 0) and (not least) == (len(taus) == 1)
         assert (found["k"] is None) == (len(taus) == 1), (suite, "the lead over the others is said where there are any")
         if found["k"] is None:
             return True

@@ -373,6 +373,49 @@ def test_the_sanity_check_flags_what_numpy_recomputes_in_the_table_and_the_findi
     assert "sanity" not in without.columns and not [s for s in findings(by_suite, records[:3], {}) if "sanity" in s]
 
 
+def test_each_methods_own_axiom_is_shown_beside_its_scores_and_a_failing_cell_is_named():
+    """The share of examples meeting a method's own axiom (numpy's mean of the 0/1 rows) is in the summary table;
+    a cell below the check's bar is marked and named in a finding with its counts and median residual, a method
+    with no axiom shows none, one whose check is still computing says how far, and the appendix table orders the
+    cells by the share met."""
+    import numpy as np
+
+    from attrbench.evals.axioms import Axioms
+    from attrbench.report.documents import findings, short_table
+    from attrbench.report.tables import check_table
+
+    by_suite, records = _suite({"best": 0.9, "mid": 0.5, "low": 0.45})
+    rng = np.random.default_rng(5)
+    passes = {"best": [1.0] * 29 + [0.0], "mid": [1.0] * 20 + [0.0] * 10 + [None]}  # 97 % and 67 %: one fails
+    residuals = {m: [float(r) for r in rng.exponential(0.5 if m == "mid" else 1e-5, len(v))] for m, v in passes.items()}
+    axioms = []
+    for method, values in passes.items():
+        fields = {"model": "minilm-l6-sst2", "dataset": "sst2", "eval": "axioms", "method": method,
+                  "method_family": "x", "axiom": "completeness", "tolerance": 0.05}
+        axioms += [{**fields, "metric": "passes", "values": values},
+                   {**fields, "metric": "residual", "values": residuals[method]}]
+    share = {m: np.mean([v for v in values if v is not None]) for m, values in passes.items()}
+    assert share["best"] >= Axioms.check_share > share["mid"]
+    held = {("minilm-l6-sst2", "sst2", "axioms"): {"low": (4, 40)}}
+    table = short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records + axioms, held).set_index("method")
+    assert table.loc["best", "own axiom"] == "97% of 30" and table.loc["mid", "own axiom"] == "67% of 30 (fails)"
+    assert table.loc["low", "own axiom"] == "computing (4 of 40)"
+    assert short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records + axioms).loc[2, "own axiom"] == "–"
+    [line] = [s for s in findings(by_suite, records + axioms, {}) if "axiom" in s]
+    assert line == (f"minilm-l6-sst2 · sst2: mid meets its completeness axiom (tolerance 0.05) on 20 of 30 examples "
+                    f"(median residual {np.median(residuals['mid']):.2g}): below 95%, its scores here are not what "
+                    "the method defines and its place in the verdicts is no verdict on it; the other method that "
+                    "claims an axiom meets it on at least 95%.")
+    passing = [r for r in axioms if r["method"] == "best"]
+    [line] = [s for s in findings(by_suite, records + passing, {}, held=held) if "axiom" in s]
+    assert line.endswith(": best meets its own axiom within its tolerance on at least 95% of the examples checked "
+                         "(n = 30); still computing: low.")
+    assert "own axiom" not in short_table(by_suite[("minilm-l6-sst2", "sst2")][0], records).columns
+    frame, note = check_table(Axioms(), axioms)
+    assert list(frame["method"]) == ["best", "mid"] and list(frame["cell"]) == ["passes", "fails"]
+    assert list(frame["meets it"]) == ["29 of 30 (97%)", "20 of 30 (67%)"] and "at least 95%" in note
+
+
 def test_methods_still_computing_are_held_back_with_how_far_they_are():
     """A table ranks the methods with rows on as many examples as its most complete method (the floor is not one);
     a method with fewer, and planned methods and floor with none yet, are held back with (examples, of the planned
