@@ -268,8 +268,23 @@ def agreement_lead(truth: np.ndarray, best: np.ndarray, other: np.ndarray, resam
                               confidence_level=confidence, method="percentile", rng=np.random.default_rng(seed))
     low, high = (float(x) for x in drawn.confidence_interval)
     ci = [low, high] if np.isfinite(point) and np.isfinite(low) and np.isfinite(high) else None
+    # how the verdict rests on the draws: the bound nearer 0 is the draws' quantile at the tail, whose own
+    # Monte-Carlo band runs between their quantiles at the tail ± 3 binomial SDs; where that band holds 0, another
+    # seed may give the other verdict. Also the share of draws at or beyond 0 (the side away from the point)
+    dist = drawn.bootstrap_distribution
+    dist = dist[np.isfinite(dist)]
+    tail = (1 - confidence) / 2
+    beyond, edge = None, False
+    if len(dist) and np.isfinite(point) and point != 0:
+        beyond = float(np.mean(dist <= 0) if point > 0 else np.mean(dist >= 0))
+        spread = 3 * math.sqrt(tail * (1 - tail) / len(dist))
+        levels = np.clip([tail - spread, tail + spread], 0, 1)
+        band = np.quantile(dist, levels if point > 0 else 1 - levels[::-1])
+        # separated: the bound strictly beyond 0; so the verdict can turn only where the band has values on both sides
+        edge = bool(band[0] <= 0 < band[1]) if point > 0 else bool(band[0] < 0 <= band[1])
     return {"lead": point if np.isfinite(point) else None, "ci": ci, "n": n, "confidence": confidence,
-            "separated": ci is not None and (ci[0] > 0 or ci[1] < 0)}
+            "separated": ci is not None and (ci[0] > 0 or ci[1] < 0), "beyond_zero": beyond, "tail": tail,
+            "at_the_edge": bool(edge)}
 
 
 def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, Sequence[Optional[float]]],

@@ -646,6 +646,12 @@ def _lead_clause(frame) -> str:
            f"Bonferroni over {len(rows)}"
     gap = "" if lead is None or lead["ci"] is None else (f"; lead over {_plain(runner['metric'])} {lead['lead']:.2f} "
                                                          f"[{lead['ci'][0]:.2f}, {lead['ci'][1]:.2f}], n = {lead['n']}")
+    # a verdict within the bootstrap's Monte-Carlo error of the level: another seed may give the other one
+    edge = [f"{_plain(r['metric'])} ({r['_lead']['beyond_zero']:.2%} of resampled leads at or beyond 0, the level "
+            f"allows {r['_lead']['tail']:.2%})" for r in rows if r["_lead"] and r["_lead"].get("at_the_edge")]
+    if edge:
+        gap += ("; within the bootstrap's Monte-Carlo error of the level (another seed may reverse the verdict): "
+                + ", ".join(edge))
     everyone = "the other" if len(rows) == 1 else f"each of the other {len(rows)}"
     if not close:
         return f"; it leads {everyone} ({test}{gap})"

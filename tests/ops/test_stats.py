@@ -161,6 +161,26 @@ def test_the_lead_of_one_metric_over_another_is_scipys_tau_difference_with_an_in
     assert separated <= 12, separated
 
 
+def test_a_lead_whose_verdict_sits_within_the_bootstraps_monte_carlo_error_says_so():
+    """at_the_edge: where the bound nearer 0 could fall on the other side of 0 by Monte-Carlo noise alone (0 within
+    the draws' quantiles at the tail ± 3 binomial SDs), and nowhere else: a level set so that its tail is the share
+    of draws at or beyond 0 (the same draws: same seed and resamples) is at the edge; the level's verdict far from
+    it, and a lead whose every draw is the same, are not."""
+    rng = np.random.default_rng(12)
+    mu = np.arange(12.0)[:, None]  # 12 methods: taus of means less lumpy than with a few
+    truth, a, b = mu + rng.normal(0, 6, (12, 40)), mu + rng.normal(0, 6, (12, 40)), mu + rng.normal(0, 8, (12, 40))
+    wide = agreement_lead(truth, a, b, resamples=2000, confidence=0.5)
+    share = wide["beyond_zero"]
+    assert 0.02 < share < 0.45, share  # the planted metrics: one a little ahead, the draws on both sides of 0
+    edge = agreement_lead(truth, a, b, resamples=2000, confidence=1 - 2 * share)
+    assert edge["at_the_edge"] and edge["beyond_zero"] == share and edge["tail"] == pytest.approx(share)
+    far = agreement_lead(truth, a, b, resamples=2000, confidence=1 - 2 * min(0.49, 4 * share))
+    assert not far["at_the_edge"]
+    same = np.tile(mu, (1, 20))  # every resample gives the same orders: no Monte-Carlo error at all
+    flat = agreement_lead(same, same, same[::-1], resamples=200, confidence=0.95)
+    assert flat["separated"] and not flat["at_the_edge"] and flat["beyond_zero"] == 0.0
+
+
 def test_the_vectorised_kendall_tau_is_scipys_to_the_bit():
     """Many rows at once, with ties, constant rows and NaN: exactly scipy's kendalltau (tau-b) per row, and the
     bootstrap helper exactly a loop of scipy calls on the resampled means."""

@@ -175,14 +175,10 @@ def bootstrap_tau(a: dict[str, dict], b: dict[str, dict], ids_a: list, ids_b: li
     return float(np.percentile(taus, 2.5)), float(np.percentile(taus, 97.5))
 
 
-def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list, confidence: float,
-                   against: int, resamples: int = 20000, seed: int = 12345) -> tuple[tuple[float, float], ...]:
-    """For a percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the
-    same of (``known``, ``b``), the examples ``ids`` resampled once for both, computed elsewhere from ``against``
-    resamples: the band each of its two bounds falls in by Monte-Carlo noise alone. A percentile of ``against`` draws
-    has a Binomial(``against``, tail) count of draws beyond it, so the band runs between this (larger) sample's
-    quantiles at that count ± 3 standard deviations; at a Bonferroni level over few examples the tails hold a handful
-    of lumpy draws, and a fixed tolerance is either loose or wrong."""
+@lru_cache(maxsize=32)
+def _cached_draws(key: tuple, resamples: int, seed: int) -> np.ndarray:
+    known, a, b, ids = (dict(x) if i < 3 else list(x) for i, x in enumerate(key))
+    known, a, b = ({m: dict(v) for m, v in d.items()} for d in (known, a, b))
     rng = np.random.default_rng(seed)
     methods = [m for m in known if m in a and m in b]
     matrix = lambda v: np.array([[v[m].get(i, np.nan) for i in ids] for m in methods], dtype=float)  # noqa: E731
@@ -192,7 +188,26 @@ def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict
         warnings.simplefilter("ignore")  # a method undefined on every drawn example: its mean NaN, that tau NaN
         mx, my, mz = (np.stack([np.nanmean(v[:, r], 1) for r in draws]) for v in (x, y, z))
     leads = _tau_b(mx, my) - _tau_b(mx, mz)
-    leads = leads[np.isfinite(leads)]
+    return leads[np.isfinite(leads)]
+
+
+def lead_draws(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list, resamples: int = 20000,
+               seed: int = 12345) -> np.ndarray:
+    """``resamples`` bootstrap draws of :func:`kendall_of_means` (``known``, ``a``) minus the same of (``known``,
+    ``b``), the examples ``ids`` resampled once for both (drawn once per argument set)."""
+    freeze = lambda d: tuple((m, tuple(sorted(v.items()))) for m, v in d.items())  # noqa: E731
+    return _cached_draws((freeze(known), freeze(a), freeze(b), tuple(ids)), resamples, seed)
+
+
+def bootstrap_lead(known: dict[str, dict], a: dict[str, dict], b: dict[str, dict], ids: list, confidence: float,
+                   against: int, resamples: int = 20000, seed: int = 12345) -> tuple[tuple[float, float], ...]:
+    """For a percentile bootstrap interval at ``confidence`` of :func:`kendall_of_means` (``known``, ``a``) minus the
+    same of (``known``, ``b``), the examples ``ids`` resampled once for both, computed elsewhere from ``against``
+    resamples: the band each of its two bounds falls in by Monte-Carlo noise alone. A percentile of ``against`` draws
+    has a Binomial(``against``, tail) count of draws beyond it, so the band runs between this (larger) sample's
+    quantiles at that count ± 3 standard deviations; at a Bonferroni level over few examples the tails hold a handful
+    of lumpy draws, and a fixed tolerance is either loose or wrong."""
+    leads = lead_draws(known, a, b, ids, resamples, seed)
     tail = (1 - confidence) / 2
     spread = 3 * np.sqrt(against * tail * (1 - tail)) / against
     levels = np.clip([tail - spread, tail + spread], 0, 1)

@@ -498,7 +498,8 @@ class Report:
                 rf"(?P<close>.+?)) \(paired "
                 rf"bootstrap of the difference in tau, (?P<level>[\d.]+)% intervals, Bonferroni over (?P<k>\d+)"
                 rf"(?:; lead over (?P<runner>.+?) (?P<lead>{NUMBER}) \[(?P<low>{NUMBER}), (?P<high>{NUMBER})\], "
-                rf"n = (?P<n>\d+))?\))?")
+                rf"n = (?P<n>\d+))?(?:; within the bootstrap's Monte-Carlo error of the level \(another seed may "
+                rf"reverse the verdict\): (?P<edge>.+?))?\))?")
         found = re.fullmatch(rf": of the faithfulness metrics, the method order of {said} agrees best with (.+?)"
                              rf"(, and its interval holds 0: no metric agrees clearly)?{lead}"
                              rf"(?:; least(?P<tied>, tied)?: (?P<least>.+))?\.", body)
@@ -536,6 +537,15 @@ class Report:
         confidence = 1 - 0.05 / len(others)
         assert int(found["k"]) == len(others) and found["level"] == f"{100 * confidence:.4g}", (suite, found["level"])
         close = set()
+        edges = {}  # what the sentence says sits within the bootstrap's Monte-Carlo error of the level
+        for part in _names(found["edge"] or ""):
+            said = re.fullmatch(r"(.+?) \(([\d.]+)% of resampled leads at or beyond 0, the level allows ([\d.]+)%\)",
+                                part)
+            assert said, part
+            edges[said[1]] = float(said[2]) / 100
+            assert said[3] == f"{100 * (1 - confidence) / 2:.2f}", (suite, said[3])
+        tail = (1 - confidence) / 2
+        sd = math.sqrt(tail * (1 - tail) / self.resamples)  # of the report's share, from its resamples
         for name in others:
             both = sorted(set(taus[best[0]][1]) & set(taus[name][1]))
             entry = stored[name]["behind_best"]
@@ -550,6 +560,22 @@ class Report:
             for bound, (low, high) in zip(entry["ci"], bands):
                 assert low - 0.02 <= bound <= high + 0.02, (suite, name, entry["ci"], bands)
             assert entry["separated"] == (entry["ci"][0] > 0 or entry["ci"][1] < 0)
+            # within Monte-Carlo error of the level: the bound's band (the referee's draws' quantiles at the tail
+            # ± k SDs of the report's resamples) has values on both sides of where the verdict turns
+            mine = referee.lead_draws(known, taus[best[0]][2], taus[name][2], both)
+            ahead = (referee.kendall_of_means(known, taus[best[0]][2], both, both)
+                     - referee.kendall_of_means(known, taus[name][2], both, both)) > 0
+
+            def straddles(k: float) -> bool:
+                levels = np.clip([tail - k * sd, tail + k * sd], 0, 1)
+                low, high = np.quantile(mine, levels if ahead else 1 - levels[::-1])
+                return bool(low <= 0 < high) if ahead else bool(low < 0 <= high)
+
+            if name in edges:  # the stated share is the referee's within their noise, and the band wide enough
+                share = float(np.mean(mine <= 0) if ahead else np.mean(mine >= 0))
+                assert abs(share - edges[name]) <= 4 * sd + 1e-3 and straddles(4), (suite, name, edges[name], share)
+            else:  # a bound the referee finds at the turn itself is one the report must call at the edge
+                assert not straddles(0.5), (suite, name)
             if not entry["separated"]:
                 close.add(name)
             if name == found["runner"]:

@@ -181,7 +181,8 @@ def test_the_readmes_findings_are_the_published_statistics():
     validity = full["minilm-l6-sva · sva-linzen · metric validity"]
     best = re.search(r"Of the faithfulness metrics, (.+?) orders the methods most like the known answer \(Kendall tau "
                      r"([\d.]+) \[([\d.]+), ([\d.]+)\], n = (\d+)\) and (.+?) \(a paired bootstrap of the "
-                     r"difference in tau, Bonferroni over the (\d+)\); NAOPC comprehensiveness, the headline metric, "
+                     r"difference in tau, Bonferroni over the (\d+)(; a verdict within the bootstrap's Monte-Carlo "
+                     r"error, which another seed may reverse)?\); NAOPC comprehensiveness, the headline metric, "
                      r"reaches ([\d.]+) \[([\d.]+), ([\d.]+)\]\.", found)
     assert best, "the README no longer says which faithfulness metric agrees best with the known answer"
     assert _metric_label(validity[0]["metric"]) == best[1] and validity[0]["n"] == int(best[5])
@@ -192,8 +193,11 @@ def test_the_readmes_findings_are_the_published_statistics():
         assert best[6] == "is not separated from " + ", ".join(behind)
     else:
         assert best[6] == f"leads each of the other {len(validity) - 1}"
+    # the caveat where a verdict the sentence names sits within the bootstrap's Monte-Carlo error of its level
+    named = [r for r in validity[1:] if _metric_label(r["metric"]) in (behind or [])]
+    assert (best[8] is not None) == any(r["behind_best"]["at_the_edge"] for r in named)
     headline = next(r for r in validity if r["metric"] == "naopc.naopc_comprehensiveness")
-    assert [f"{x:.2f}" for x in (headline["tau"], *headline["ci"])] == list(best.groups()[7:10])
+    assert [f"{x:.2f}" for x in (headline["tau"], *headline["ci"])] == list(best.groups()[8:11])
     named = re.search(r"\(n = (\d+) on the MiniLM suites\) (.+?) are not better than a random attribution", found)
     for suite in list(suites.values())[:2]:
         table = default[f"{suite} · naopc"]
