@@ -487,8 +487,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("prepare",
-                       help="build the task models (SST-2 classifier, SVA probe) from their shipped adapters")
+    p = sub.add_parser("prepare", help="build the task models (SST-2 classifier, SVA probe, SST-2 classifier with "
+                                       "planted shortcuts) from their shipped adapters")
     p.add_argument("--models", help="comma-separated (default: all task models)")
     p.add_argument("--retrain", action="store_true", help="train them from scratch instead (minutes; into the cache's "
                                                           "retrained/ folder, not used unless named with --model)")
