@@ -223,3 +223,21 @@ def test_the_default_budget_figures_are_the_recorded_measurement():
     assert smollm2[0][n] == smollm2[1][n]
     faithfulness = ("soft_erasure", "erasure_aopc", "abpc", "faithfulness_corr")  # the other metrics: one n per run
     assert all(len({run[m] for m in faithfulness if m in run}) == 1 for pair in suites.values() for run in pair)
+
+
+def test_the_methods_pages_cpu_costs_are_the_benchmark_files():
+    """Each CPU cost in docs/methods.md's table is the mean seconds per example of the file it cites
+    (benchmarks/results/method-costs-*-cpu.csv), to the two significant figures it shows, for every method."""
+    import csv
+
+    def means(name: str) -> dict[str, float]:
+        with open(ROOT / "benchmarks" / "results" / name) as f:
+            return {r["method"]: float(r["mean"]) for r in csv.DictReader(f) if r["metric"] == "seconds_per_example"}
+
+    files = means("method-costs-minilm-sst2-cpu.csv"), means("method-costs-smollm2-sva-cpu.csv")
+    rows = re.findall(r"^\| `(\w+)` \|[^|]+\|[^|]+\| ([^|]+) \| ([^|]+) \|", (ROOT / "docs" / "methods.md").read_text(),
+                      re.MULTILINE)
+    shown = {method: cells for method, *cells in rows if method != "random"}
+    assert len(shown) >= 23 and set(shown) == set(files[0]) == set(files[1])
+    for method, cells in shown.items():
+        assert [c.strip() for c in cells] == [f"{f[method]:#.2g}" for f in files], method
