@@ -36,6 +36,7 @@ from .tables import (
     RANK_NOTE,
     Table,
     agreement_table,
+    check_count,
     metric_name,
     robustness_metrics,
     truth_tables,
@@ -250,9 +251,8 @@ def own_checks(records: list[dict], model: str, dataset: str) -> dict[str, dict]
         entry = out.setdefault(r["method"], {"evaluation": evaluation})
         values = [v for v in r["values"] if v is not None]
         if r["metric"] == evaluation.primary_metric:
-            met = int(round(sum(values)))
-            entry.update(met=met, n=len(values), claim=r.get("axiom"), tolerance=r.get("tolerance"),
-                         passes=bool(values) and met >= evaluation.check_share * len(values))
+            met, n, passes = check_count(evaluation, values)
+            entry.update(met=met, n=n, claim=r.get("axiom"), tolerance=r.get("tolerance"), passes=passes)
         elif evaluation.higher_is_better.get(r["metric"]) is False and values:
             entry["residual"] = float(np.median(values))
     return {m: e for m, e in out.items() if e.get("n")}

@@ -513,6 +513,14 @@ def cost_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
     return frame, "cost is shown as median [interquartile range] over examples and not ranked" + _params_note(group)
 
 
+def check_count(evaluation, values: list) -> tuple[int, int, bool]:
+    """Of a check's 1/0 values (``Evaluation.check_share``): the examples that meet it, those checked, and whether
+    the method × suite cell passes (at least ``check_share`` of them)."""
+    checked = [v for v in values if v is not None]
+    met = int(round(sum(checked)))
+    return met, len(checked), bool(checked) and met >= evaluation.check_share * len(checked)
+
+
 def check_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
     """A check of each method's own claim (``Evaluation.check_share``, e.g. its axiom): per method the fields the
     claim records (which identity, its tolerance), the examples that meet it of those checked, whether the cell
@@ -522,11 +530,9 @@ def check_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
         row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
         row.update({field: r.get(field, "") for field in evaluation.record_fields})
         if r["metric"] == evaluation.primary_metric:
-            values = [v for v in r["values"] if v is not None]
-            met = int(round(sum(values)))
-            share = met / len(values) if values else 0.0
-            row.update({"meets it": f"{met:,} of {len(values):,} ({share:.0%})",
-                        "cell": "passes" if values and met >= evaluation.check_share * len(values) else "fails",
+            met, n, passes = check_count(evaluation, r["values"])
+            share = met / n if n else 0.0
+            row.update({"meets it": f"{met:,} of {n:,} ({share:.0%})", "cell": "passes" if passes else "fails",
                         "_order": -share})
         else:
             row[f"{r['metric']} (median [IQR])"] = fmt_median(r["values"])
