@@ -227,59 +227,70 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
     said = re.search(r"The model-randomisation sanity check \(Adebayo et al\. 2018: each method's attributions on "
                      r"(\d+) examples per MiniLM suite against those of the model with its head and every block "
                      r"re-initialised; flagged where the median \|Spearman\| is at least ([\d.]+)\) flags `(\w+)` on "
-                     r"SST-2 \(([\d.]+)\) as insensitive to the model, and no method on agreement\. `lime`'s scores on "
-                     r"the re-initialised model are constant on all (\d+) SST-2 sentences and on (\d+) of the (\d+) "
-                     r"agreement items, so there is no rank correlation to compute: it goes unchecked on SST-2 and is "
-                     r"checked on one agreement item\.", text)
+                     r"SST-2 \(([\d.]+)\) as insensitive to the model, and no method on agreement or on the planted "
+                     r"shortcuts\. `lime`'s scores on the re-initialised model are constant on all (\d+) SST-2 "
+                     r"sentences, all (\d+) shortcut examples and (\d+) of the (\d+) agreement items, so there is no "
+                     r"rank correlation to compute: it goes unchecked on SST-2 and the shortcuts and is checked on one "
+                     r"agreement item\.", text)
     assert said, "the README no longer says what the sanity check found"
     evaluation = EVALS.get("randomisation")
     assert float(said[2]) == evaluation.threshold
     run = load_run(ROOT / "reports" / "full")
+    models = ("minilm-l6-sst2", "minilm-l6-sva", "minilm-l6-sst2-shortcut")  # the MiniLM suites the sentence is about
     rows = {(r["model"], r["method"]): r["values"] for r in run.records
-            if r["eval"] == "randomisation" and r["metric"] == evaluation.primary_metric
-            and r["model"] in ("minilm-l6-sst2", "minilm-l6-sva")}  # the two suites the sentence is about
+            if r["eval"] == "randomisation" and r["metric"] == evaluation.primary_metric and r["model"] in models}
     assert {len(vs) for vs in rows.values()} == {int(said[1])}
     flagged, lime_missing = {}, {}
-    for model in ("minilm-l6-sst2", "minilm-l6-sva"):
+    for model in models:
         values = {m: [abs(v) for v in vs if v is not None] for (mo, m), vs in rows.items() if mo == model}
         flagged[model] = {m: np.median(v) for m, v in values.items() if v and np.median(v) >= evaluation.threshold}
         lime_missing[model] = sum(v is None for v in rows[(model, "lime")])
     assert list(flagged["minilm-l6-sst2"]) == [said[3]] and f"{flagged['minilm-l6-sst2'][said[3]]:.2f}" == said[4]
-    assert flagged["minilm-l6-sva"] == {}
-    assert lime_missing["minilm-l6-sst2"] == int(said[5]) == int(said[1])
+    assert flagged["minilm-l6-sva"] == {} and flagged["minilm-l6-sst2-shortcut"] == {}
     n = int(said[1])
-    assert (lime_missing["minilm-l6-sva"], n) == (int(said[6]), int(said[7])) == (n - 1, n)
+    assert lime_missing["minilm-l6-sst2"] == int(said[5]) == n
+    assert lime_missing["minilm-l6-sst2-shortcut"] == int(said[6]) == n
+    assert (lime_missing["minilm-l6-sva"], n) == (int(said[7]), int(said[8])) == (n - 1, n)
     findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
     assert re.search(rf"minilm-l6-sst2 · sst2: the sanity check .+? flags {said[3]} as insensitive", findings)
     assert re.search(r"minilm-l6-sva · sva-linzen: the sanity check .+? flags none of the", findings)
+    assert re.search(r"minilm-l6-sst2-shortcut · sst2-shortcut: the sanity check .+? flags none of the", findings)
 
 
 def test_the_readmes_axiom_finding_is_the_published_rows():
-    """The README's sentence on reports/full's axiom checks on SST-2, recomputed with numpy from the rows: every
-    method that claims an axiom checked on every sentence, the one below the 95 % bar with its count and median
-    residual, the others at or above it; the report's own finding names the same cell."""
+    """The README's sentence on reports/full's axiom checks on the two MiniLM suites, recomputed with numpy from the
+    rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
+    counts and median residuals, the others at or above it on each; the report's own findings name the same cells."""
     import numpy as np
 
     from attrbench import load_run
     from attrbench.evals.axioms import Axioms
 
     text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
-    said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences: `(\w+)` meets "
-                     r"its (\w+) on (\d+) of them \(median relative residual ([\d.]+);.+?; (.+?) meet theirs on at "
-                     r"least (\d+) %\.", text)
-    assert said, "the README no longer says what reports/full's axiom checks found on SST-2"
-    rows = {(r["method"], r["metric"]): r for r in load_run(ROOT / "reports" / "full").records
-            if r["eval"] == "axioms" and r["model"] == "minilm-l6-sst2"}
-    passes = {m: [v for v in r["values"] if v is not None] for (m, metric), r in rows.items() if metric == "passes"}
-    n = int(said[1].replace(",", ""))
-    assert {len(v) for v in passes.values()} == {n} and float(said[7]) / 100 == Axioms.check_share
-    failing = {m for m, v in passes.items() if np.mean(v) < Axioms.check_share}
-    assert failing == {said[2]} and rows[(said[2], "passes")]["axiom"] == said[3]
-    assert int(sum(passes[said[2]])) == int(said[4])
-    assert f"{np.median(rows[(said[2], 'residual')]['values']):.2g}" == said[5]
-    assert set(re.findall(r"`(\w+)`", said[6])) == set(passes) - failing
+    said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences and all ([\d,]+) "
+                     r"agreement items: `(\w+)` meets its (\w+) on (\d+) and (\d+) of them \(median relative residual "
+                     r"([\d.]+) and ([\d.]+);.+?; (.+?) meet theirs on at least (\d+) % of each\.", text)
+    assert said, "the README no longer says what reports/full's axiom checks found on the MiniLM suites"
+    assert float(said[10]) / 100 == Axioms.check_share
     findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
-    assert f"minilm-l6-sst2 · sst2: {said[2]} meets its {said[3]} axiom" in findings
+    records = load_run(ROOT / "reports" / "full").records
+    for model, suite, n, met, residual in (("minilm-l6-sst2", "sst2", said[1], said[5], said[7]),
+                                           ("minilm-l6-sva", "sva-linzen", said[2], said[6], said[8])):
+        rows = {(r["method"], r["metric"]): r for r in records
+                if r["eval"] == "axioms" and r["model"] == model and r["dataset"] == suite}
+        passes = {m: [v for v in r["values"] if v is not None] for (m, metric), r in rows.items() if metric == "passes"}
+        assert {len(v) for v in passes.values()} == {int(n.replace(",", ""))}, model
+        failing = {m for m, v in passes.items() if np.mean(v) < Axioms.check_share}
+        assert failing == {said[3]} and rows[(said[3], "passes")]["axiom"] == said[4], model
+        assert int(sum(passes[said[3]])) == int(met), model
+        assert f"{np.median(rows[(said[3], 'residual')]['values']):.2g}" == residual, model
+        assert set(re.findall(r"`(\w+)`", said[9])) == set(passes) - failing, model
+        assert f"{model} · {suite}: {said[3]} meets its {said[4]} axiom" in findings
+    grown = re.search(r"the shortcut suite's last examples \(its tables are of the first (\d+) of (\d+)\)", text)
+    assert grown, "the README no longer says how far the shortcut suite has grown"
+    shortcut = {len(r["values"]) for r in records if r["model"] == "minilm-l6-sst2-shortcut" and r["eval"] == "naopc"
+                and r["method"] != "random"}
+    assert shortcut == {int(grown[1])} and f"{grown[1]} of {grown[2]} examples (minilm-l6-sst2-shortcut" in findings
 
 
 def test_the_readmes_account_of_the_default_run_is_its_statistics():
