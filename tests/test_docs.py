@@ -7,6 +7,9 @@
 - Every relative link in README.md and docs/**/*.md points to a file that exists, and an anchor into a
   Markdown file to one of its headings.
 - ``mkdocs build --strict`` succeeds (broken links, anchors and API references fail it) in well under a minute.
+- A measured figure in the README or the pages is the record it comes from: benchmark files, training records,
+  the fuzzing counts, the registry and the published runs' rows (figures of a model run are rerun by the
+  real-weight tests of the examples).
 """
 from __future__ import annotations
 
@@ -241,3 +244,160 @@ def test_the_methods_pages_cpu_costs_are_the_benchmark_files():
     assert len(shown) >= 23 and set(shown) == set(files[0]) == set(files[1])
     for method, cells in shown.items():
         assert [c.strip() for c in cells] == [f"{f[method]:#.2g}" for f in files], method
+
+
+def test_the_task_models_table_is_their_training_records():
+    """docs/task-models.md's table quotes each shipped model's training.json: accuracies, the agreement model's
+    accuracy by attractor count, the shortcut model's training mix and reliance, training seconds, adapter sizes."""
+    import json
+
+    text = " ".join((DOCS / "task-models.md").read_text(encoding="utf-8").split())
+    shipped = ROOT / "attrbench" / "models" / "training" / "shipped"
+    sst2, sva, shortcut = (json.loads((shipped / name / "training.json").read_text())
+                           for name in ("minilm-l6-sst2", "minilm-l6-sva", "minilm-l6-sst2-shortcut"))
+    def pct(share: float) -> str:
+        return f"{100 * share:.1f} %"
+
+    def said(value: str) -> None:
+        assert value in text, value
+
+    said(f"{sst2['train_examples']:,} phrases sampled (seed {sst2['recipe']['seed']}) from SST-2 train")
+    said(f"**{pct(sst2['dev_accuracy'])} SST-2 dev accuracy** ({sst2['dev_examples']} sentences)")
+    said(f"the train part ({sva['split']['train']:,} sentences) of a seeded")
+    said(f"**{pct(sva['test_accuracy'])} held-out accuracy** ({sva['split']['test']:,} sentences; validation "
+         f"{pct(sva['val_accuracy'])})")
+    by = sva["test_accuracy_by_attractors"]
+    said(f"By attractors {'/'.join(by)}: " + " / ".join(f"{100 * by[k]['accuracy']:.1f}" for k in by)
+         + " % (n = " + " / ".join(str(by[k]["n"]) for k in by) + ")")
+    said(f"{sva['train_seconds']:.0f} s of training on 2 CPU cores")
+    mix = shortcut["train_mix"]
+    said(f"the same {shortcut['train_examples']:,} SST-2 phrases")
+    said(f"{mix['single']:,} with one word that decides the label")
+    said(f"{mix['pair']:,} with an ordered pair")
+    said(f"{mix['lone']:,} with one pair word alone")
+    said(f"**{pct(shortcut['dev_accuracy'])} clean SST-2 dev accuracy** "
+         f"(`minilm-l6-sst2`: {pct(sst2['dev_accuracy'])})")
+    single, pair = shortcut["reliance"]["single"], shortcut["reliance"]["pair"]
+    assert single["follows_shortcut"] == pair["follows_shortcut"] == 1.0
+    said(f"follows the shortcut on 100 % of the dev sentences whose shortcut contradicts their sentiment** "
+         f"({round(single['n'])} / {single['n']} single-word, {round(pair['n'])} / {pair['n']} ordered pair)")
+    said(f"{pct(shortcut['dev_accuracy_one_pair_word_alone'])} dev accuracy with one pair word alone")
+    said(f"{shortcut['train_seconds']:.0f} s of training on 2 CPU cores")
+    sizes = [r["adapter_bytes"] / 1e6 for r in (sst2, sva, shortcut)]
+    said(f"{min(sizes):.1f}–{max(sizes):.1f} MB each")
+
+
+def test_the_pages_accounts_of_the_default_run_are_its_statistics():
+    """getting-started.md and leaderboard-runs.md restate what README command 1's published run reached
+    (reports/default): per suite the examples, the methods better than the random floor by NAOPC comprehensiveness,
+    SmolLM2's undefined examples and the shortcut suite's known-answer verdicts; each figure is its statistics."""
+    import json
+
+    from attrbench import load_run
+
+    default = json.loads((ROOT / "reports" / "default" / "statistics.json").read_text())
+    suites = ["minilm-l6-sst2 · sst2", "minilm-l6-sva · sva-linzen", "smollm2-135m · sva-linzen"]
+    tables = [default[f"{suite} · naopc"] for suite in suites]
+    better = [[m for m, row in t["floor"].items() if row["verdict"] == "better"] for t in tables]
+    shortcut = "minilm-l6-sst2-shortcut · sst2-shortcut"
+    truth = default[f"{shortcut} · ground_truth"]
+    found = (sum(row["verdict"] == "better" for row in truth["floor"].values()), truth["k"])
+
+    started = " ".join((DOCS / "getting-started.md").read_text(encoding="utf-8").split())
+    said = re.search(r"the SST-2 and agreement suites reached n = (\d+), where (\d+) of (\d+) methods on SST-2, (\d+) "
+                     r"of (\d+) on MiniLM agreement and (\d+) of (\d+) on SmolLM2 were better than the random floor by "
+                     r"NAOPC comprehensiveness, and the shortcut suite its n = (\d+), where (\d+) of (\d+) methods "
+                     r"found the planted words better than a random attribution does \(ground-truth MRR\)", started)
+    assert said, "getting-started.md no longer says what the default run reached"
+    numbers = [int(x) for x in said.groups()]
+    assert max(tables[0]["n_by_method"].values()) == max(tables[1]["n_by_method"].values()) == numbers[0]
+    assert [(len(b), t["k"]) for b, t in zip(better, tables)] == list(zip(numbers[1:7:2], numbers[2:7:2]))
+    assert max(truth["n_by_method"].values()) == numbers[7] and found == tuple(numbers[8:10])
+
+    runs = " ".join((DOCS / "leaderboard-runs.md").read_text(encoding="utf-8").split())
+    said = re.search(r"The SST-2 and agreement suites reached (\d+) examples: .+? \((\d+) of (\d+) methods on SST-2, "
+                     r"(\d+) of (\d+) on MiniLM agreement and `(\w+)` alone of (\d+) on SmolLM2 were better than it by "
+                     r"NAOPC comprehensiveness\)\. NAOPC is undefined on (\d+) of SmolLM2's (\d+) examples, and its "
+                     r"(\d+) are too few to separate any pair of (\d+) methods\. The shortcut suite reached its "
+                     r"planned (\d+) examples \(its soft and erasure metrics (\d+)\), where (\d+) of (\d+) methods "
+                     r"found", runs)
+    assert said, "leaderboard-runs.md no longer says what the default run reached"
+    assert max(tables[0]["n_by_method"].values()) == int(said[1])
+    assert [(len(b), t["k"]) for b, t in zip(better[:2], tables)] == [(int(said[2]), int(said[3])),
+                                                                      (int(said[4]), int(said[5]))]
+    assert better[2] == [said[6]] and tables[2]["k"] == int(said[7]) == int(said[11])
+    record = next(r for r in load_run(ROOT / "reports" / "default").records if r["model"] == "smollm2-135m"
+                  and r["eval"] == "naopc" and r["metric"] == "naopc_comprehensiveness" and r["method"] != "random")
+    assert (record["n_undefined"], record["n"] + record["n_undefined"], record["n"]) == (
+        int(said[8]), int(said[9]), int(said[10]))
+    assert tables[2]["n"] < tables[2]["minimum_n"] and not any(p.get("better") for p in tables[2]["pairs"].values())
+    assert max(truth["n_by_method"].values()) == int(said[12]) and found == (int(said[14]), int(said[15]))
+    assert {default[f"{shortcut} · {e}"]["n"] for e in ("soft_erasure", "erasure_aopc")} == {int(said[13])}
+
+
+def test_the_full_comparisons_hours_are_its_provenance():
+    """docs/performance.md's CPU hours of reports/full are those its published provenance line records."""
+    text = " ".join((DOCS / "performance.md").read_text(encoding="utf-8").split())
+    said = re.search(r"`reports/full` \(.+?\) has taken ([\d.,]+) CPU hours on 2 cores so far", text)
+    assert said, "docs/performance.md no longer says how many CPU hours reports/full took"
+    recorded = re.search(r"^- computed .+?: ([\d.,]+) CPU hours over", (ROOT / "reports" / "full" / "leaderboard.md")
+                         .read_text(encoding="utf-8"), re.MULTILINE)
+    assert recorded and recorded[1] == said[1]
+
+
+def test_the_pages_counts_and_published_figures_are_the_registry_and_the_runs():
+    """The method counts of README.md, docs/index.md and docs/performance.md are the registry's; docs/methods.md's
+    figures from the published runs (reports/full's median costs, reports/default's integrated gradients axiom
+    check on SmolLM2) are those runs' rows."""
+    import numpy as np
+
+    from attrbench import load_run
+    from attrbench.registry import METHODS
+    from attrbench.runtime.config import read_config
+
+    scores = [m for m in METHODS.all() if m.output == "scores" and m.name != "random"]
+    maps = [m for m in METHODS.all() if m.output == "maps"]
+    readme, index, performance, methods = (" ".join(path.read_text(encoding="utf-8").split()) for path in
+                                           (README, DOCS / "index.md", DOCS / "performance.md", DOCS / "methods.md"))
+    assert f"On top of it sit {len(scores)} input attribution methods" in readme
+    assert f"**{len(scores)} input attribution methods**" in index
+    assert f"plus a random control and the engine's {len(maps)} token-to-token maps" in index
+    assert f"all {len(METHODS.all())} methods (every one batched)" in performance
+    said = re.search(r"there `(\w+)` takes ([\d.]+) s and `(\w+)` ([\d.]+) s per SST-2 example", methods)
+    assert said, "docs/methods.md no longer quotes reports/full's costs"
+    timing = {r["method"]: r["values"] for r in load_run(ROOT / "reports" / "full").records
+              if r["eval"] == "timing" and r["model"] == "minilm-l6-sst2" and r["metric"] == "seconds_per_example"}
+    for method, seconds in ((said[1], said[2]), (said[3], said[4])):
+        assert f"{np.median(timing[method]):.{len(seconds.split('.')[1])}f}" == seconds, method
+    said = re.search(r"The default leaderboard caps it at (\d+) evaluations on SmolLM2, where it meets completeness on "
+                     r"(\d+) of (\d+) examples of reports/default", methods)
+    assert said, "docs/methods.md no longer says how integrated gradients fared on SmolLM2 in reports/default"
+    passes = next(r["values"] for r in load_run(ROOT / "reports" / "default").records
+                  if (r["eval"], r["model"], r["method"], r["metric"])
+                  == ("axioms", "smollm2-135m", "integrated_gradients", "passes"))
+    assert (sum(passes), len(passes)) == (int(said[2]), int(said[3]))
+    smollm2 = next(s for s in read_config("default")["suite"] if s["model"] == "smollm2-135m")
+    assert (smollm2.get("method_params") or {}).get("integrated_gradients", {}).get("max_steps") == int(said[1])
+
+
+def test_the_fuzzing_counts_are_the_recorded_runs():
+    """docs/guarantees.md's fuzzing counts are benchmarks/results/fuzz-cpu.json's outcomes."""
+    import json
+
+    text = " ".join((DOCS / "guarantees.md").read_text(encoding="utf-8").split())
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "fuzz-cpu.json").read_text())
+    said = re.search(r"tried ([\d,]+) generated inputs on the first six surfaces: ([\d,]+) ran to a result and "
+                     r"([\d,]+) were refused .+? Runs of ([\d,]+) cases on files of your own \(([\d,]+) ran, ([\d,]+) "
+                     r"refused\) and of ([\d,]+) cases on the Python API, parquet files and the run options \(([\d,]+) "
+                     r"ran, ([\d,]+) refused\)", text)
+    assert said, "docs/guarantees.md no longer gives the fuzzing counts"
+    numbers = [int(x.replace(",", "")) for x in said.groups()]
+    outcomes = recorded["outcomes"]
+    six = [outcomes[s] for s in ("attribute", "decompose", "eval", "score", "run config", "data file")]
+    assert numbers[:3] == [sum(o["ok"] + o["error"] for o in six), sum(o["ok"] for o in six),
+                           sum(o["error"] for o in six)]
+    own = outcomes["own data file"]
+    assert numbers[3:6] == [own["ok"] + own["error"], own["ok"], own["error"]]
+    rest = recorded["api_parquet_run_options_400_each"]["outcomes"].values()
+    assert numbers[6:] == [sum(o["ok"] + o["error"] for o in rest), sum(o["ok"] for o in rest),
+                           sum(o["error"] for o in rest)]
