@@ -401,3 +401,50 @@ def test_the_fuzzing_counts_are_the_recorded_runs():
     rest = recorded["api_parquet_run_options_400_each"]["outcomes"].values()
     assert numbers[6:] == [sum(o["ok"] + o["error"] for o in rest), sum(o["ok"] for o in rest),
                            sum(o["error"] for o in rest)]
+
+
+def test_the_worked_example_is_what_scipy_baycomp_and_attrbench_compute():
+    """docs/reading-a-leaderboard.md's worked example, recomputed from its own table: the means, the pairwise table
+    (attrbench's verdicts, scipy's Wilcoxon, statsmodels' Holm), the floor verdicts, baycomp's probabilities and
+    the bootstrap stability it prints."""
+    import baycomp
+    import numpy as np
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
+    from attrbench.ops.verdicts import against_floor, best_frequency, pairwise
+
+    page = (DOCS / "reading-a-leaderboard.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| ([ABCF]) \| ((?:[\d.]+ \| ){8}[\d.]+) \|$", page, re.MULTILINE))
+    assert set(table) == set("ABCF")
+    rows = {k: [float(x) for x in cells.split(" | ")] for k, cells in table.items()}
+    values = {k: np.array(row[:8]) for k, row in rows.items()}
+    for k, row in rows.items():
+        assert f"{values[k].mean():.3f}" == f"{row[8]:.3f}", k
+    text = " ".join(page.split()).replace("−", "-")
+    ranked = pairwise({k: list(values[k]) for k in "ABC"}, higher_is_better=True)
+    p = [stats.wilcoxon(values[a] - values[b]).pvalue for a, b in (("A", "B"), ("A", "C"), ("B", "C"))]
+    assert f"[{', '.join(f'{v:.4f}' for v in p)}]" in text
+    assert f"[{', '.join(f'{v:.4f}' for v in multipletests(p, method='holm')[1])}]" in text
+    for name, pair in ranked["pairs"].items():
+        low, high = pair["ci"]
+        verdict = f"{pair['better']} better" if pair["better"] else "not separated"
+        p_text = f"{pair['p']:.3f}" if pair["p"] > 0.01 else f"{pair['p']:.4f}"
+        row = (f"| {name} | {pair['difference']:.3f} [{low:.3f}, {high:.3f}] | {pair['wins']} / {pair['losses']} | "
+               f"{pair['win_rate']:.2f} | {pair['rank_biserial']:.2f} | {p_text} | {pair['p_holm']:.3f} | {verdict} |")
+        assert row in text, row
+    assert ranked["tier"] == {"A": 1, "B": 1, "C": 2} and ranked["letters"] == {"A": "a", "B": "a", "C": "b"}
+    floor = against_floor({k: list(values[k]) for k in "ABC"}, list(values["F"]), higher_is_better=True)
+    said = re.search(r"A and B beat F on all (\d+) examples \(Wilcoxon p = ([\d.]+) each\); C beats it on (\d+) of "
+                     r"\d+ \(p = ([\d.]+)\)\. Holm over the three methods gives ([\d.]+), ([\d.]+) and ([\d.]+)", text)
+    assert said, "the worked example no longer gives the floor's tests"
+    assert floor["A"]["wins"] == floor["B"]["wins"] == int(said[1]) and floor["C"]["wins"] == int(said[3])
+    assert f"{floor['A']['p']:.4f}" == f"{floor['B']['p']:.4f}" == said[2] and f"{floor['C']['p']:.3f}" == said[4]
+    assert [f"{floor[k]['p_holm']:.3f}" for k in "ABC"] == [said[5], said[6], said[7]]
+    assert [floor[k]["verdict"] for k in "ABC"] == ["better", "better", "not separated"]
+    said = re.search(r"gives P\(A better\) = ([\d.]+), P\(equivalent\) = ([\d.]+) and P\(B better\) = (\d\.\d+)", text)
+    probs = baycomp.SignedRankTest.probs(values["A"], values["B"], rope=0.01, nsamples=5000, random_state=0)
+    assert [f"{v:.3f}" for v in probs] == list(said.groups())
+    stable = best_frequency({k: list(values[k]) for k in "ABC"}, higher_is_better=True)
+    said = re.search(r"A has the best mean in (\d+) % of them and B in (\d+) %", text)
+    assert [round(100 * stable["A"]), round(100 * stable["B"])] == [int(said[1]), int(said[2])]
