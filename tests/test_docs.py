@@ -450,3 +450,24 @@ def test_the_worked_example_is_what_scipy_baycomp_and_attrbench_compute():
     stable = best_frequency({k: list(values[k]) for k in "ABC"}, higher_is_better=True)
     said = re.search(r"A has the best mean in (\d+) % of them and B in (\d+) %", text)
     assert [round(100 * stable["A"]), round(100 * stable["B"])] == [int(said[1]), int(said[2])]
+
+
+def test_the_test_commands_figures_are_the_recorded_run():
+    """README.md and getting-started.md give README command 2's time and counts from a new user's run, recorded in
+    benchmarks/results/readme-tests-cpu.json."""
+    import json
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-tests-cpu.json").read_text())
+
+    def minutes(seconds: int) -> str:
+        return f"{seconds // 60} min {seconds % 60} s"
+
+    total, install, tests = (minutes(recorded[k]) for k in ("total_s", "install_s", "tests_s"))
+    assert recorded["install_s"] + recorded["tests_s"] == recorded["total_s"]
+    readme = " ".join(README.read_text(encoding="utf-8").split())
+    assert (f"the command took {total}: {install} installing and {tests} testing, including the fuzzing suite, the "
+            f"quickstart notebook and the Ray tests; {recorded['passed']:,} pass and {recorded['skipped']} are "
+            f"skipped") in readme
+    started = " ".join((DOCS / "getting-started.md").read_text(encoding="utf-8").split())
+    assert (f"it took {total}: {install} installing and {tests} testing; {recorded['passed']:,} tests pass and "
+            f"{recorded['skipped']} are skipped") in started
