@@ -471,3 +471,25 @@ def test_the_test_commands_figures_are_the_recorded_run():
     started = " ".join((DOCS / "getting-started.md").read_text(encoding="utf-8").split())
     assert (f"it took {total}: {install} installing and {tests} testing; {recorded['passed']:,} tests pass and "
             f"{recorded['skipped']} are skipped") in started
+
+
+def test_the_metrics_pages_deeplift_residuals_are_the_published_rows():
+    """docs/metrics.md's median residuals of captum's DeepLift are those of the published runs' axiom rows."""
+    import numpy as np
+
+    from attrbench import load_run
+
+    text = " ".join((DOCS / "metrics.md").read_text(encoding="utf-8").split())
+    said = re.search(r"captum's DeepLift fails its identity on these models \(median relative residual ([\d.]+) on the "
+                     r"([\d,]+) SST-2 sentences and ([\d.]+) on the ([\d,]+) agreement items of reports/full, ([\d.]+) "
+                     r"on SmolLM2's (\d+) items of reports/default\)", text)
+    assert said, "docs/metrics.md no longer gives DeepLift's residuals"
+
+    def residuals(run: str, model: str) -> list[float]:
+        return next(r["values"] for r in load_run(ROOT / "reports" / run).records
+                    if (r["eval"], r["model"], r["method"], r["metric"]) == ("axioms", model, "deeplift", "residual"))
+
+    for (run, model), (median, n) in zip((("full", "minilm-l6-sst2"), ("full", "minilm-l6-sva"),
+                                          ("default", "smollm2-135m")), zip(said.groups()[::2], said.groups()[1::2])):
+        values = residuals(run, model)
+        assert (f"{np.median(values):.1f}", len(values)) == (median, int(n.replace(",", ""))), (run, model)
