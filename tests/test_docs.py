@@ -493,3 +493,23 @@ def test_the_metrics_pages_deeplift_residuals_are_the_published_rows():
                                           ("default", "smollm2-135m")), zip(said.groups()[::2], said.groups()[1::2])):
         values = residuals(run, model)
         assert (f"{np.median(values):.1f}", len(values)) == (median, int(n.replace(",", ""))), (run, model)
+
+
+def test_the_default_runs_time_is_the_recorded_run():
+    """README.md, getting-started.md and leaderboard-runs.md give README command 1's time from a new user's run,
+    recorded in benchmarks/results/readme-run-cpu.json."""
+    import json
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-run-cpu.json").read_text())
+
+    def minutes(seconds: int) -> str:
+        return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+    total, install, run = (minutes(recorded[k]) for k in ("total_s", "install_s", "run_s"))
+    assert recorded["install_s"] + recorded["run_s"] == recorded["total_s"]
+    pages = {path.name: " ".join(path.read_text(encoding="utf-8").split())
+             for path in (README, DOCS / "getting-started.md", DOCS / "leaderboard-runs.md")}
+    assert f"{total}: {install} installing and {run} for `attrbench run`" in pages["README.md"]
+    assert f"the whole command took {total} ({install} installing, {run} for `attrbench run`)" in pages[
+        "getting-started.md"]
+    assert f"(README command 1): {install} installing and {run} for `attrbench run`" in pages["leaderboard-runs.md"]
