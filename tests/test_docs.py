@@ -513,3 +513,14 @@ def test_the_default_runs_time_is_the_recorded_run():
     assert f"the whole command took {total} ({install} installing, {run} for `attrbench run`)" in pages[
         "getting-started.md"]
     assert f"(README command 1): {install} installing and {run} for `attrbench run`" in pages["leaderboard-runs.md"]
+
+
+def test_the_readmes_python_block_time_is_the_recorded_run():
+    """The README's time for its Python block is benchmarks/bench_readme_python.py's recorded mean."""
+    import json
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-python-cpu.json").read_text())
+    seconds = round(sum(recorded["seconds"]) / len(recorded["seconds"]))
+    assert recorded["cores"] == 2
+    text = " ".join(README.read_text(encoding="utf-8").split())
+    assert f"On 2 CPU cores this block runs in {seconds // 60} min {seconds % 60} s." in text
