@@ -104,6 +104,16 @@ def broken_links(markdown: Path, root: Path = ROOT) -> list[str]:
     return out
 
 
+def flat(path: Path) -> str:
+    """A page with its whitespace normalised, so that a quoted figure may wrap across lines."""
+    return " ".join(path.read_text(encoding="utf-8").split())
+
+
+def minutes(seconds: int) -> str:
+    """A recorded duration as the pages print it: "9 min 58 s", or "59 s" under a minute."""
+    return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
+
+
 def test_the_readme_is_a_front_page_that_keeps_the_ci_test_command():
     lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= README_MAX_LINES, f"README.md has {len(lines)} lines; at most {README_MAX_LINES}"
@@ -188,7 +198,7 @@ def test_the_readmes_gpu_figures_are_the_recorded_measurements():
     """The README's GPU sentences quote benchmarks/results: the H200's peers and leaderboard runs."""
     import json
 
-    text = " ".join(README.read_text(encoding="utf-8").split())
+    text = flat(README)
     recorded = json.loads((ROOT / "benchmarks/results/peers-cuda-h200.json").read_text())
     peers = {(r["method"], r["peer"]): r for r in recorded["rows"]}
     gx, ig = peers["grad_x_input", "ferret"], peers["integrated_gradients", "ferret"]
@@ -210,7 +220,7 @@ def test_the_default_budget_figures_are_the_recorded_measurement():
     """docs/performance.md's side-by-side default runs quote benchmarks/results/default-budget-cpu.json."""
     import json
 
-    text = " ".join((DOCS / "performance.md").read_text(encoding="utf-8").split())
+    text = flat(DOCS / "performance.md")
     recorded = json.loads((ROOT / "benchmarks/results/default-budget-cpu.json").read_text())
     before, after = recorded["runs"]["before"][0], recorded["runs"]["after"][0]
     assert f"--before {recorded['before']}" in text and f"({recorded['after']})" in text
@@ -253,10 +263,11 @@ def test_the_task_models_table_is_their_training_records():
     accuracy by attractor count, the shortcut model's training mix and reliance, training seconds, adapter sizes."""
     import json
 
-    text = " ".join((DOCS / "task-models.md").read_text(encoding="utf-8").split())
+    text = flat(DOCS / "task-models.md")
     shipped = ROOT / "attrbench" / "models" / "training" / "shipped"
     sst2, sva, shortcut = (json.loads((shipped / name / "training.json").read_text())
                            for name in ("minilm-l6-sst2", "minilm-l6-sva", "minilm-l6-sst2-shortcut"))
+
     def pct(share: float) -> str:
         return f"{100 * share:.1f} %"
 
@@ -305,7 +316,7 @@ def test_the_pages_accounts_of_the_default_run_are_its_statistics():
     truth = default[f"{shortcut} · ground_truth"]
     found = (sum(row["verdict"] == "better" for row in truth["floor"].values()), truth["k"])
 
-    started = " ".join((DOCS / "getting-started.md").read_text(encoding="utf-8").split())
+    started = flat(DOCS / "getting-started.md")
     said = re.search(r"the SST-2 and agreement suites reached n = (\d+), where (\d+) of (\d+) methods on SST-2, (\d+) "
                      r"of (\d+) on MiniLM agreement and (\d+) of (\d+) on SmolLM2 were better than the random floor by "
                      r"NAOPC comprehensiveness, and the shortcut suite its n = (\d+), where (\d+) of (\d+) methods "
@@ -316,7 +327,7 @@ def test_the_pages_accounts_of_the_default_run_are_its_statistics():
     assert [(len(b), t["k"]) for b, t in zip(better, tables)] == list(zip(numbers[1:7:2], numbers[2:7:2]))
     assert max(truth["n_by_method"].values()) == numbers[7] and found == tuple(numbers[8:10])
 
-    runs = " ".join((DOCS / "leaderboard-runs.md").read_text(encoding="utf-8").split())
+    runs = flat(DOCS / "leaderboard-runs.md")
     said = re.search(r"The SST-2 and agreement suites reached (\d+) examples: .+? \((\d+) of (\d+) methods on SST-2, "
                      r"(\d+) of (\d+) on MiniLM agreement and `(\w+)` alone of (\d+) on SmolLM2 were better than it by "
                      r"NAOPC comprehensiveness\)\. NAOPC is undefined on (\d+) of SmolLM2's (\d+) examples, and its "
@@ -339,7 +350,7 @@ def test_the_pages_accounts_of_the_default_run_are_its_statistics():
 
 def test_the_full_comparisons_hours_are_its_provenance():
     """docs/performance.md's CPU hours of reports/full are those its published provenance line records."""
-    text = " ".join((DOCS / "performance.md").read_text(encoding="utf-8").split())
+    text = flat(DOCS / "performance.md")
     said = re.search(r"`reports/full` \(.+?\) has taken ([\d.,]+) CPU hours on 2 cores so far", text)
     assert said, "docs/performance.md no longer says how many CPU hours reports/full took"
     recorded = re.search(r"^- computed .+?: ([\d.,]+) CPU hours over", (ROOT / "reports" / "full" / "leaderboard.md")
@@ -359,8 +370,8 @@ def test_the_pages_counts_and_published_figures_are_the_registry_and_the_runs():
 
     scores = [m for m in METHODS.all() if m.output == "scores" and m.name != "random"]
     maps = [m for m in METHODS.all() if m.output == "maps"]
-    readme, index, performance, methods = (" ".join(path.read_text(encoding="utf-8").split()) for path in
-                                           (README, DOCS / "index.md", DOCS / "performance.md", DOCS / "methods.md"))
+    readme, index, performance, methods = map(flat, (README, DOCS / "index.md", DOCS / "performance.md",
+                                                     DOCS / "methods.md"))
     assert f"On top of it sit {len(scores)} input attribution methods" in readme
     assert f"**{len(scores)} input attribution methods**" in index
     assert f"plus a random control and the engine's {len(maps)} token-to-token maps" in index
@@ -386,7 +397,7 @@ def test_the_fuzzing_counts_are_the_recorded_runs():
     """docs/guarantees.md's fuzzing counts are benchmarks/results/fuzz-cpu.json's outcomes."""
     import json
 
-    text = " ".join((DOCS / "guarantees.md").read_text(encoding="utf-8").split())
+    text = flat(DOCS / "guarantees.md")
     recorded = json.loads((ROOT / "benchmarks" / "results" / "fuzz-cpu.json").read_text())
     said = re.search(r"tried ([\d,]+) generated inputs on the first six surfaces: ([\d,]+) ran to a result and "
                      r"([\d,]+) were refused .+? Runs of ([\d,]+) cases on files of your own \(([\d,]+) ran, ([\d,]+) "
@@ -459,16 +470,13 @@ def test_the_test_commands_figures_are_the_recorded_run():
 
     recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-tests-cpu.json").read_text())
 
-    def minutes(seconds: int) -> str:
-        return f"{seconds // 60} min {seconds % 60} s"
-
     total, install, tests = (minutes(recorded[k]) for k in ("total_s", "install_s", "tests_s"))
     assert recorded["install_s"] + recorded["tests_s"] == recorded["total_s"]
-    readme = " ".join(README.read_text(encoding="utf-8").split())
+    readme = flat(README)
     assert (f"the command took {total}: {install} installing and {tests} testing, including the fuzzing suite, the "
             f"quickstart notebook and the Ray tests; {recorded['passed']:,} pass and {recorded['skipped']} are "
             f"skipped") in readme
-    started = " ".join((DOCS / "getting-started.md").read_text(encoding="utf-8").split())
+    started = flat(DOCS / "getting-started.md")
     assert (f"it took {total}: {install} installing and {tests} testing; {recorded['passed']:,} tests pass and "
             f"{recorded['skipped']} are skipped") in started
 
@@ -479,7 +487,7 @@ def test_the_metrics_pages_deeplift_residuals_are_the_published_rows():
 
     from attrbench import load_run
 
-    text = " ".join((DOCS / "metrics.md").read_text(encoding="utf-8").split())
+    text = flat(DOCS / "metrics.md")
     said = re.search(r"captum's DeepLift fails its identity on these models \(median relative residual ([\d.]+) on the "
                      r"([\d,]+) SST-2 sentences and ([\d.]+) on the ([\d,]+) agreement items of reports/full, ([\d.]+) "
                      r"on SmolLM2's (\d+) items of reports/default\)", text)
@@ -502,13 +510,9 @@ def test_the_default_runs_time_is_the_recorded_run():
 
     recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-run-cpu.json").read_text())
 
-    def minutes(seconds: int) -> str:
-        return f"{seconds // 60} min {seconds % 60} s" if seconds >= 60 else f"{seconds} s"
-
     total, install, run = (minutes(recorded[k]) for k in ("total_s", "install_s", "run_s"))
     assert recorded["install_s"] + recorded["run_s"] == recorded["total_s"]
-    pages = {path.name: " ".join(path.read_text(encoding="utf-8").split())
-             for path in (README, DOCS / "getting-started.md", DOCS / "leaderboard-runs.md")}
+    pages = {path.name: flat(path) for path in (README, DOCS / "getting-started.md", DOCS / "leaderboard-runs.md")}
     assert f"{total}: {install} installing and {run} for `attrbench run`" in pages["README.md"]
     assert f"the whole command took {total} ({install} installing, {run} for `attrbench run`)" in pages[
         "getting-started.md"]
@@ -522,5 +526,5 @@ def test_the_readmes_python_block_time_is_the_recorded_run():
     recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-python-cpu.json").read_text())
     seconds = round(sum(recorded["seconds"]) / len(recorded["seconds"]))
     assert recorded["cores"] == 2
-    text = " ".join(README.read_text(encoding="utf-8").split())
-    assert f"On 2 CPU cores this block runs in {seconds // 60} min {seconds % 60} s." in text
+    text = flat(README)
+    assert f"On 2 CPU cores this block runs in {minutes(seconds)}." in text
