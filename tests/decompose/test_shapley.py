@@ -1,4 +1,7 @@
 """Shapley-value split of the FF activation: our engines against shap, efficiency, convergence."""
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -79,6 +82,22 @@ def test_fused_kernel_follows_torch_threads():
     finally:
         torch.set_num_threads(threads)
     assert (one - both).abs().max() < 1e-6
+
+
+def test_fused_kernel_leaves_torchs_threads_as_they_were():
+    """numba's OpenMP layer shares its thread count with torch: the first call in a process, which starts that
+    layer, must not raise a process set to one thread back to numba's default (every core)."""
+    import subprocess
+    import sys
+
+    code = ("import torch; torch.set_num_threads(1)\n"
+            "from tests.decompose.test_shapley import _game, shapley\n"
+            "g, (parts,) = _game(players=6, rows=2, elements=8)\n"
+            "shapley.exact(g, [parts.float()]); print(torch.get_num_threads())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2], env={**os.environ, "NUMBA_NUM_THREADS": "2"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split()[-1] == "1"
 
 
 def test_sampling_converges_to_exact():

@@ -197,10 +197,15 @@ def exact(code: int, players: Sequence[torch.Tensor]) -> torch.Tensor:
     flat = [p.detach().reshape(P, -1).T.contiguous().numpy() for p in players]  # (games, P)
     up = flat[1] if len(flat) == 2 else flat[0][:0]
     out = np.empty_like(flat[0])
+    # numba's OpenMP layer shares its count with torch, and starting it (numba's first thread call in a process) sets
+    # the count to numba's default, every core: torch's is read before and put back after, or a process that chose
+    # fewer threads would run on all of them
+    torch_threads = torch.get_num_threads()
     threads = get_num_threads()
-    set_num_threads(max(1, min(config.NUMBA_NUM_THREADS, torch.get_num_threads())))  # follow torch's setting
+    set_num_threads(max(1, min(config.NUMBA_NUM_THREADS, torch_threads)))  # follow torch's setting
     try:
         _shapley(code, flat[0], up, *_tables(P), out)
     finally:
         set_num_threads(threads)
+        torch.set_num_threads(torch_threads)
     return torch.from_numpy(out.T.copy()).view(players[0].shape)
