@@ -6,8 +6,8 @@ forward seconds vs the floor, attribution seconds per method, end to end; and th
 
 Each suite of CONFIG (default: the shipped default) runs alone on its first ``--n`` examples, scoring
 evaluations only (the analyses rank nothing), from an empty folder, ``--repeat`` times; the figures are
-those of the fastest run (timing noise only adds: on this 2-core VM identical batches ran 0.68 to 1.17 s
-within one run). Printed per suite:
+those of the fastest run (timing noise only adds: ``benchmarks/bench_drift.py`` records how far identical batches
+drift within one run). Printed per suite:
 
 - ``requested``: model inputs the metrics asked for (repeats across methods and metrics included; soft
   erasure's masked-embedding samples count one input each); ``distinct``: the distinct ones; ``sent``: those

@@ -42,6 +42,43 @@ def joined(values, places: int = 0) -> str:
     return " / ".join(fixed(v, places) for v in values)
 
 
+def test_the_machines_drift_is_the_recorded_run():
+    """The identical batches' fastest and slowest seconds on the otherwise idle 2-core VM are
+    benchmarks/results/drift-cpu.json."""
+    rec = record("drift-cpu.json")
+    assert rec["model"] == "minilm-l6-sst2" and rec["device"] == "cpu" and rec["cpus"] == 2
+    assert rec["threads"] == 2 and rec["busy elsewhere"] == 0 and rec["note"] == "machine otherwise idle"
+    assert rec["batches"] == len(rec["seconds"]) == 14
+    fastest, slowest = min(rec["seconds"]), max(rec["seconds"])
+    assert (fastest, slowest) == (rec["fastest s"], rec["slowest s"])
+    assert ("Its speed varies: on the otherwise idle machine fourteen identical batches of "
+            f"{rec['inputs']} MiniLM inputs of {rec['tokens']} tokens took {fixed(fastest, 2)} to {fixed(slowest, 2)} "
+            "s in one run (`python benchmarks/bench_drift.py`; `benchmarks/results/drift-cpu.json`)") in page()
+
+
+def test_a_short_pass_is_the_recorded_cpu_cost():
+    """SmolLM2's seconds for one pass of 1 x 2 tokens, and the tokens of a full batch that cost as much, are
+    benchmarks/results/batching-smollm2-cpu.json (2 threads, the machine otherwise idle); the padding a CPU batch may
+    carry (``RunOptions.pad_tokens``) is about that many tokens."""
+    from attrbench.runtime.options import DEFAULT_PAD_TOKENS
+
+    (rec,) = record("batching-smollm2-cpu.json")
+    assert rec["model"] == "smollm2-135m" and rec["device"] == "cpu" and rec["cpus"] == 2
+    assert rec["threads"] == 2 and rec["busy elsewhere"] == 0 and rec["note"] == "machine otherwise idle"
+    first = rec["grid"][0]
+    assert (first["rows"], first["seconds"]) == (1, rec["pass s"])
+    assert first["length"] == min(cell["length"] for cell in rec["grid"])
+    best = max(rec["grid"], key=lambda cell: cell["tokens/s vs best"])
+    assert best["rows"] * best["length"] == max(cell["rows"] * cell["length"] for cell in rec["grid"])
+    assert rec["pass / token"] == round(rec["pass s"] / rec["token s"])
+    assert 0.5 <= rec["pass / token"] / DEFAULT_PAD_TOKENS["cpu"] <= 2
+    assert (f"a forward pass of a few tokens costs what about {round(rec['pass / token'], -1)} tokens more cost on 2 "
+            "cores, since the weights are read all the same (`benchmarks/bench_batching.py`, SmolLM2: "
+            f"{fixed(rec['pass s'], 3)} s for 1 × {first['length']} tokens, what {rec['pass / token']} tokens cost "
+            f"in a full batch of {best['rows']} × {best['length']}; `benchmarks/results/batching-smollm2-cpu.json`)"
+            ) in page()
+
+
 def test_the_decomposition_table_is_the_recorded_run():
     """Each row of the engine's size table and the comparison with the paper's formulation are
     benchmarks/results/decompose-cpu.json."""
@@ -222,7 +259,7 @@ def test_the_n96_proxy_breakdown_is_its_run():
     assert (f"(the methods' own seconds {fixed(before['attribution s'], 1)} → {fixed(after['attribution s'], 1)}, "
             f"{fixed(before['attribution s'] / after['attribution s'], 2)}×)") in text
     assert f"({fixed(before['computing s per example'], 2)} to 0.55 s per example at n = {n})" in text
-    assert f"What remains at n = {n} is {after['model calls']:,} model calls." in text
+    assert f"What remains at n = {n} is {after['model calls']:,} model calls, among them" in text
     assert (f"the metrics' own forward passes took {fixed(after['forward s'], 1)} of the "
             f"{fixed(after['computing s'], 1)} s at n = {n} ({fixed(after['forward s'] / n, 2)} s per example)") in text
     assert (f"a five-fold cut of the {fixed(before['computing s per example'], 2)} s per example the engine without "
@@ -294,7 +331,8 @@ def test_the_batched_cuda_tests_are_the_recorded_log():
 
 def test_the_peers_table_is_the_recorded_runs():
     """Each peer row (sentences and seconds on both sides, the speed-up and the correlation) is
-    benchmarks/results/peers-cuda-h200.json, with the second integrated-gradients figures from its rerun file."""
+    benchmarks/results/peers-cuda-h200.json, with the second integrated-gradients figures from its rerun file; the
+    rerun holds no LIME row, so LIME's only GPU timing is the first file's."""
     text = page()
     first, rerun = record("peers-cuda-h200.json"), record("peers-cuda-h200-rerun.json")
     assert first["card"] == rerun["card"] == "NVIDIA H200" and first["device"] == rerun["device"] == "cuda"
@@ -322,6 +360,9 @@ def test_the_peers_table_is_the_recorded_runs():
             assert fixed(s["r"], 1) == agree
         row = f"| {jobs[r['job']]} | {methods[r['method']]} | {ours} | {peer} | {speed} | {agree} |"
         assert row in text, row
+    assert "lime" not in {r["method"] for r in rerun["rows"]}
+    assert ("They sample on the CPU and send only the model's batches to the GPU; that has not been timed on a "
+            "GPU.") in text
 
 
 def test_the_n8_table_is_the_recorded_run():

@@ -19,10 +19,11 @@ from ..ops.environment import device_kind, free_threads, resolve_device
 DTYPES = ("float32", "float64")
 DEFAULT_BATCH_TOKENS = {"cpu": 4096, "cuda": 65536, "mps": 16384}
 # The padding one batch may carry: about what a forward pass's fixed cost (weights read, kernels launched) is
-# worth in tokens. Measured on 2 CPU cores (SmolLM2: 0.13 s for 1 x 2 tokens, 0.0024 s per token in full
-# batches) and on an H200 (benchmarks/bench_batching.py: a pass of 1 x 8 tokens costs what 3,294 / 3,207 tokens
-# cost in the best-filled batch, 1,024 x 128, MiniLM / SmolLM2; about 3,100 in the largest a run sends, 256 x 128;
-# benchmarks/results/batching-cuda-h200.json). MPS is reasoned, not measured.
+# worth in tokens. Measured with benchmarks/bench_batching.py on 2 CPU cores (SmolLM2: a pass of 1 x 2 tokens
+# costs what 52 tokens cost in a full batch, 64 x 64; benchmarks/results/batching-smollm2-cpu.json) and on an H200
+# (a pass of 1 x 8 tokens costs what 3,294 / 3,207 tokens cost in the best-filled batch, 1,024 x 128, MiniLM /
+# SmolLM2; about 3,100 in the largest a run sends, 256 x 128; benchmarks/results/batching-cuda-h200.json). MPS is
+# reasoned, not measured.
 DEFAULT_PAD_TOKENS = {"cpu": 64, "cuda": 3200, "mps": 256}
 # Examples per job where a config names none. A job's examples are what a batched method attributes together and
 # what the metrics' batcher pools, so a GPU wants many; on a CPU a pass is already near the matmul peak, and a
