@@ -286,11 +286,44 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
         assert f"{np.median(rows[(said[3], 'residual')]['values']):.2g}" == residual, model
         assert set(re.findall(r"`(\w+)`", said[9])) == set(passes) - failing, model
         assert f"{model} · {suite}: {said[3]} meets its {said[4]} axiom" in findings
-    grown = re.search(r"the shortcut suite's last examples \(its tables are of the first (\d+) of (\d+)\)", text)
-    assert grown, "the README no longer says how far the shortcut suite has grown"
-    shortcut = {len(r["values"]) for r in records if r["model"] == "minilm-l6-sst2-shortcut" and r["eval"] == "naopc"
-                and r["method"] != "random"}
-    assert shortcut == {int(grown[1])} and f"{grown[1]} of {grown[2]} examples (minilm-l6-sst2-shortcut" in findings
+
+
+def test_the_readmes_shortcut_finding_is_the_published_statistics():
+    """The README's sentence on the planted shortcuts, read back against reports/full's statistics.json and rows: the
+    suite complete at its configured n; the lone top method by NAOPC comprehensiveness, the voting metrics whose top
+    group holds it and its group by the known answer; the size of that top group; the faithfulness metric that
+    agrees best with the known answer, what it is not separated from and the headline metric's tau."""
+    from attrbench import load_run
+
+    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    said = re.search(r"On the planted shortcuts \(n = (\d+)\), `(\w+)`, alone at the top by NAOPC comprehensiveness and "
+                     r"in the top group of all (\d+) faithfulness metrics, is in group (\d+) by the known answer \(the "
+                     r"planted word\), whose top group holds (\d+) methods; (.+?) orders the methods most like the known "
+                     r"answer \(Kendall tau ([\d.]+) \[([\d.]+), ([\d.]+)\]\), (.+?) \(Bonferroni over the (\d+)(; a "
+                     r"verdict within the bootstrap's Monte-Carlo error)?\); NAOPC comprehensiveness reaches ([\d.]+) "
+                     r"\[([\d.]+), ([\d.]+)\]\.", text)
+    assert said, "the README no longer says what reports/full found on the planted shortcuts"
+    suite = "minilm-l6-sst2-shortcut · sst2-shortcut"
+    full = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())
+    configured = next(s["n"] for s in read_config("full")["suite"] if s["model"] == "minilm-l6-sst2-shortcut")
+    scored = {len(r["values"]) for r in load_run(ROOT / "reports" / "full").records
+              if r["model"] == "minilm-l6-sst2-shortcut" and r["eval"] != "randomisation" and r["method"] != "random"}
+    assert scored == {configured} == {int(said[1])}
+    naopc, known = full[f"{suite} · naopc"], full[f"{suite} · ground_truth"]
+    assert naopc["top"] == [said[2]] and naopc["pair_n"] == [int(said[1])] * 2
+    votes = [e for e in full[f"{suite} · robustness"] if e["vote"]]
+    assert len(votes) == int(said[3]) and all(said[2] in e["top"] for e in votes)
+    assert known["metric"] == "mrr" and known["pair_n"] == [int(said[1])] * 2
+    assert known["tier"][said[2]] == int(said[4]) and len(known["top"]) == int(said[5])
+    validity = full[f"{suite} · metric validity"]
+    assert _metric_label(validity[0]["metric"]) == said[6] and validity[0]["n"] == int(said[1])
+    assert [f"{x:.2f}" for x in (validity[0]["tau"], *validity[0]["ci"])] == list(said.groups()[6:9])
+    assert len(validity) - 1 == int(said[11])
+    behind = [r for r in validity[1:] if not r["behind_best"]["separated"]]
+    assert behind and said[10] == "not separated from " + ", ".join(_metric_label(r["metric"]) for r in behind)
+    assert (said[12] is not None) == any(r["behind_best"]["at_the_edge"] for r in behind)
+    headline = next(r for r in validity if r["metric"] == "naopc.naopc_comprehensiveness")
+    assert [f"{x:.2f}" for x in (headline["tau"], *headline["ci"])] == list(said.groups()[12:15])
 
 
 def test_the_readmes_account_of_the_default_run_is_its_statistics():
