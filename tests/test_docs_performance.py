@@ -361,6 +361,10 @@ def test_the_peers_table_is_the_recorded_runs():
         row = f"| {jobs[r['job']]} | {methods[r['method']]} | {ours} | {peer} | {speed} | {agree} |"
         assert row in text, row
     assert "lime" not in {r["method"] for r in rerun["rows"]}
+    smollm2 = {r["method"] for r in first["rows"] + rerun["rows"] if r["job"].startswith("smollm2-135m")}
+    assert not smollm2 & {"integrated_gradients", "lime"}
+    assert ("The SmolLM2 jobs for integrated gradients and LIME did not finish within the check's time limit."
+            ) in text
     assert ("They sample on the CPU and send only the model's batches to the GPU; that has not been timed on a "
             "GPU.") in text
 
