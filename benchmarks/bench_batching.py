@@ -40,17 +40,32 @@ ROWS = (1, 4, 16, 64, 256, 1024)
 LENGTHS = (8, 16, 32, 64, 128)
 
 
+def random_sequences(adapter, rows: int, length: int, rng) -> list[tuple[int, ...]]:
+    """``rows`` distinct-in-practice sequences of ``length`` token ids drawn from the model's vocabulary."""
+    return [tuple(int(t) for t in rng.integers(5, adapter.tokenizer.vocab_size, length)) for _ in range(rows)]
+
+
+def one_pass(adapter, readout, sequences: list[tuple[int, ...]]) -> float:
+    """Seconds for equal-length ``sequences`` as one batch through a fresh batcher (no cache)."""
+    rows, length = len(sequences), len(sequences[0])
+    batcher = Batcher(batch_tokens=rows * length, max_batch=rows, pad_tokens=0)
+    began = time.perf_counter()
+    batcher.answer([Forward(adapter, readout, sequences, [length - 1] * rows)])
+    assert batcher.batches == 1
+    return time.perf_counter() - began
+
+
 def pass_seconds(adapter, readout, rows: int, length: int, rng, repeat: int) -> float:
-    vocab = adapter.tokenizer.vocab_size
-    best = np.inf
-    for _ in range(repeat):
-        batcher = Batcher(batch_tokens=rows * length, max_batch=rows, pad_tokens=0)
-        sequences = [tuple(int(t) for t in rng.integers(5, vocab, length)) for _ in range(rows)]
-        began = time.perf_counter()
-        batcher.answer([Forward(adapter, readout, sequences, [length - 1] * rows)])
-        assert batcher.batches == 1
-        best = min(best, time.perf_counter() - began)
-    return best
+    """The fastest of ``repeat`` passes, each of new random sequences."""
+    return min(one_pass(adapter, readout, random_sequences(adapter, rows, length, rng)) for _ in range(repeat))
+
+
+def take_threads(threads: int | None = None) -> dict:
+    """Set torch's CPU threads (default: what a run takes beside the other work running now) and say, for the
+    record, how many cores, threads and tasks of other processes there were."""
+    busy = busy_elsewhere()
+    torch.set_num_threads(threads or free_threads(busy=busy))
+    return {"cpus": os.cpu_count(), "threads": torch.get_num_threads(), "busy elsewhere": busy}
 
 
 def measure(model: str, device: str, repeat: int, max_tokens: int, rows_grid=ROWS, lengths=LENGTHS) -> dict:
@@ -87,14 +102,10 @@ def main() -> None:
     args = parser.parse_args()
     rows_grid = [int(r) for r in args.rows.split(",")]
     lengths = sorted(int(n) for n in args.lengths.split(","))
-    busy = busy_elsewhere() if args.device == "cpu" else None
-    if args.device == "cpu":
-        torch.set_num_threads(args.threads or free_threads(busy=busy))
+    machine = take_threads(args.threads) if args.device == "cpu" else {}
     results = []
     for model in args.models:
-        result = measure(model, args.device, args.repeat, args.max_tokens, rows_grid, lengths)
-        if args.device == "cpu":
-            result.update({"cpus": os.cpu_count(), "threads": torch.get_num_threads(), "busy elsewhere": busy})
+        result = {**measure(model, args.device, args.repeat, args.max_tokens, rows_grid, lengths), **machine}
         if args.note:
             result["note"] = args.note
         results.append(result)

@@ -15,30 +15,20 @@ the tiny models' gap must lie within it.
 """
 from __future__ import annotations
 
-import json
 import math
 import re
-from decimal import ROUND_HALF_UP, Decimal
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.test_docs_performance import ROOT, fixed, page, record
+
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
-RESULTS = ROOT / "benchmarks" / "results"
+PRECISION = "precision-cpu.json"
 NUMBER = r"(\d+(?:\.\d+)?e-\d+)"
 FLOAT32_EPSILON = 2.0 ** -23
 
 
-def page() -> str:
-    return " ".join(ARCHITECTURE.read_text(encoding="utf-8").split())
-
-
-def record(name: str = "precision-cpu.json") -> dict:
-    return json.loads((RESULTS / name).read_text(encoding="utf-8"))
-
-
 def stated(pattern: str) -> tuple[str, ...]:
     """The figures the page states where ``pattern`` (NUMBER marks each) matches; fails if it does not."""
-    found = re.search(pattern, page())
+    found = re.search(pattern, page(ARCHITECTURE))
     assert found, f"docs/architecture.md no longer says: {pattern}"
     return found.groups()
 
@@ -60,28 +50,24 @@ def lower_bound(figure: str, recorded: float) -> None:
     assert recorded / 10 < float(figure) <= recorded, f"'more than {figure}' but {recorded:.2g} was recorded"
 
 
-def fixed(x: float, places: int) -> str:
-    return str(Decimal(repr(x)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
-
-
 def test_the_record_says_where_and_how_it_was_measured():
-    rec = record()
+    rec = record(PRECISION)
     assert rec["machine"] == "AMD EPYC VM, 2 CPU cores, no GPU" and rec["cores"] == 2
     assert rec["torch"] and re.fullmatch(r"[0-9a-f]{7,40}", rec["commit"])
     assert rec["command"] == "python benchmarks/bench_precision.py"
     assert (ROOT / "benchmarks" / "bench_precision.py").exists()
-    assert "by `python benchmarks/bench_precision.py` (`benchmarks/results/precision-cpu.json`)" in page()
+    assert "by `python benchmarks/bench_precision.py` (`benchmarks/results/precision-cpu.json`)" in page(ARCHITECTURE)
 
 
 def test_the_completeness_residuals_are_the_recorded_ones():
-    rec = record()["completeness"]
+    rec = record(PRECISION)["completeness"]
     float64, float32 = stated(rf"Residuals are about {NUMBER} relative in float64 and {NUMBER} in float32\.")
     about(float64, rec["max_float64"])
     about(float32, rec["max_float32"])
 
 
 def test_the_float64_runs_of_opt_and_llama_are_the_recorded_ones():
-    rec = record()["completeness"]
+    rec = record(PRECISION)["completeness"]
     assert rec["float32_internals_models"] == ["tiny-opt", "tiny-llama"]
     (after,) = stated(rf"those float64 runs are exact to about {NUMBER} after those ops\.")
     (before,) = stated(rf"everything before them is exact to about {NUMBER}\.")
@@ -90,7 +76,7 @@ def test_the_float64_runs_of_opt_and_llama_are_the_recorded_ones():
 
 
 def test_the_closed_form_ig_matches_captum_as_recorded():
-    rec = record()["ig_vs_captum"]
+    rec = record(PRECISION)["ig_vs_captum"]
     assert rec["steps"] == 256 and {r["gated"] for r in rec["models"].values()} == {False, True}
     (plain,) = stated(rf"It matches captum's IG with {rec['steps']} Gauss-Legendre steps to {NUMBER}\.")
     (gated,) = stated(rf"so completeness is exact \(matches captum to {NUMBER}\)\.")
@@ -99,7 +85,7 @@ def test_the_closed_form_ig_matches_captum_as_recorded():
 
 
 def test_the_shapley_engine_matches_shap_as_recorded():
-    rec, minilm = record()["shapley_vs_shap"], record("shapley-cpu.json")
+    rec, minilm = record(PRECISION)["shapley_vs_shap"], record("shapley-cpu.json")
     float64, float32 = stated(rf"Ours equals shap's Exact explainer to {NUMBER} in float64 and {NUMBER} in float32 "
                               rf"\(on a MiniLM layer")
     bound(float64, rec["max_float64"])
@@ -109,20 +95,20 @@ def test_the_shapley_engine_matches_shap_as_recorded():
 
 
 def test_the_ig_and_shapley_maps_agree_as_recorded():
-    rec = record()["ig_vs_shapley_spearman"]
+    rec = record(PRECISION)["ig_vs_shapley_spearman"]
     low, high = stated(r"the IG and Shapley FF maps agree to a Spearman correlation of (\d\.\d+)–(\d\.\d+)\.")
     assert (low, high) == (fixed(rec["min"], len(low) - 2), fixed(rec["max"], len(high) - 2))
 
 
 def test_the_printed_res2_misses_by_the_recorded_error():
-    rec = record()["printed_res2"]
+    rec = record(PRECISION)["printed_res2"]
     (error,) = stated(rf"on the tiny models it misses the layer output by more than {NUMBER} \(relative\)\.")
     lower_bound(error, rec["min"])
     assert rec["complete_max"] < 1e-12  # the complete form does reconstruct it
 
 
 def test_batches_equal_one_by_one_as_recorded():
-    rec = record()["batched_vs_single"]
+    rec = record(PRECISION)["batched_vs_single"]
     (float64,) = stated(rf"Padded batches give the one-by-one results to about {NUMBER} in float64, and to float32 "
                         r"precision for OPT and the LLaMA family\.")
     about(float64, rec["max_float64_models"])
