@@ -138,11 +138,17 @@ def test_the_readmes_findings_are_the_published_statistics():
                       r"of the (\d+) faithfulness metrics; `(\w+)` is worse \(it wins on (\d+) % of the sentences, "
                       r"Holm p = ([\d.]+)\), and worse under (\d+) of the (\d+)\.", found)
     assert floor, "the README no longer says how the methods on SST-2 stand against the random floor"
-    sst2 = "minilm-l6-sst2 · sst2"
-    table, votes = full[f"{sst2} · naopc"], [e for e in full[f"{sst2} · robustness"] if e["vote"]]
-    verdicts = {m: row["verdict"] for m, row in table["floor"].items()}
-    assert {row["n"] for row in table["floor"].values()} == {int(floor[1])} == {table["floor_summary"]["n"]}
-    assert (sum(v == "better" for v in verdicts.values()), table["k"]) == (int(floor[2]), int(floor[3]))
+
+    def against_floor(suite, said):
+        """The suite's headline table, its voting metrics and each method's verdict against the floor, after
+        checking the floor's n and how many methods of how many are better than it."""
+        table, votes = full[f"{suite} · naopc"], [e for e in full[f"{suite} · robustness"] if e["vote"]]
+        verdicts = {m: row["verdict"] for m, row in table["floor"].items()}
+        assert {row["n"] for row in table["floor"].values()} == {int(said[1])} == {table["floor_summary"]["n"]}
+        assert (sum(v == "better" for v in verdicts.values()), table["k"]) == (int(said[2]), int(said[3]))
+        return table, votes, verdicts
+
+    table, votes, verdicts = against_floor("minilm-l6-sst2 · sst2", floor)
     level, worse = floor[4], floor[6]
     assert [m for m, v in verdicts.items() if v != "better"] == sorted([level, worse], key=list(verdicts).index)
     assert verdicts[level] == "not separated" and len(votes) == int(floor[5]) == int(floor[10])
@@ -151,6 +157,15 @@ def test_the_readmes_findings_are_the_published_statistics():
     assert verdicts[worse] == "worse" and round(100 * row["win_rate"]) == int(floor[7])
     assert f"{row['p_holm']:.2g}" == floor[8]
     assert sum(worse in e["worse_than_floor"] for e in votes) == int(floor[9])
+    floor = re.search(r"On the first (\d+) agreement items (\d+) of the (\d+) are better; `(\w+)` is not separated "
+                      r"from it \(it wins on (\d+) %\) and is not better under (\d+) of the (\d+), worse under "
+                      r"none\.", found)
+    assert floor, "the README no longer says how the methods on agreement stand against the random floor"
+    table, votes, verdicts = against_floor("minilm-l6-sva · sva-linzen", floor)
+    assert [m for m, v in verdicts.items() if v != "better"] == [floor[4]] and verdicts[floor[4]] == "not separated"
+    assert round(100 * table["floor"][floor[4]]["win_rate"]) == int(floor[5]) and len(votes) == int(floor[7])
+    assert sum(floor[4] in e["not_better_than_floor"] for e in votes) == int(floor[6])
+    assert not any(e["worse_than_floor"] for e in votes)
     known = re.search(r"By the known answer on agreement \(ground-truth MRR: the reciprocal rank of the subject among "
                       r"an item's words; each pair tested, Holm\), the top group on the test items \(n = (\d+): those "
                       r"with a known answer the metric can read\) is (.+?), and on (\d+) items held out from every "
@@ -258,7 +273,7 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
 
 
 def test_the_readmes_axiom_finding_is_the_published_rows():
-    """The README's sentence on reports/full's axiom checks on the two MiniLM suites, recomputed with numpy from the
+    """The README's sentence on reports/full's axiom checks on the three MiniLM suites, recomputed with numpy from the
     rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
     counts and median residuals, the others at or above it on each; the report's own findings name the same cells."""
     import numpy as np
@@ -267,25 +282,28 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
     from attrbench.evals.axioms import Axioms
 
     text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
-    said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences and all ([\d,]+) "
-                     r"agreement items: `(\w+)` meets its (\w+) on (\d+) and (\d+) of them \(median relative residual "
-                     r"([\d.]+) and ([\d.]+);.+?; (.+?) meet theirs on at least (\d+) % of each\.", text)
+    said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences, all ([\d,]+) "
+                     r"agreement items and all ([\d,]+) shortcut examples: `(\w+)` meets its (\w+) on (\d+), (\d+) "
+                     r"and (\d+) of them \(median relative residual ([\d.]+), ([\d.]+) and ([\d.]+);.+?; (.+?) meet "
+                     r"theirs on at least (\d+) % of each\.", text)
     assert said, "the README no longer says what reports/full's axiom checks found on the MiniLM suites"
-    assert float(said[10]) / 100 == Axioms.check_share
+    assert float(said[13]) / 100 == Axioms.check_share
+    method, axiom, others = said[4], said[5], set(re.findall(r"`(\w+)`", said[12]))
     findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
     records = load_run(ROOT / "reports" / "full").records
-    for model, suite, n, met, residual in (("minilm-l6-sst2", "sst2", said[1], said[5], said[7]),
-                                           ("minilm-l6-sva", "sva-linzen", said[2], said[6], said[8])):
+    suites = (("minilm-l6-sst2", "sst2"), ("minilm-l6-sva", "sva-linzen"), ("minilm-l6-sst2-shortcut", "sst2-shortcut"))
+    for i, (model, suite) in enumerate(suites):
+        n, met, residual = said[1 + i], said[6 + i], said[9 + i]
         rows = {(r["method"], r["metric"]): r for r in records
                 if r["eval"] == "axioms" and r["model"] == model and r["dataset"] == suite}
         passes = {m: [v for v in r["values"] if v is not None] for (m, metric), r in rows.items() if metric == "passes"}
         assert {len(v) for v in passes.values()} == {int(n.replace(",", ""))}, model
         failing = {m for m, v in passes.items() if np.mean(v) < Axioms.check_share}
-        assert failing == {said[3]} and rows[(said[3], "passes")]["axiom"] == said[4], model
-        assert int(sum(passes[said[3]])) == int(met), model
-        assert f"{np.median(rows[(said[3], 'residual')]['values']):.2g}" == residual, model
-        assert set(re.findall(r"`(\w+)`", said[9])) == set(passes) - failing, model
-        assert f"{model} · {suite}: {said[3]} meets its {said[4]} axiom" in findings
+        assert failing == {method} and rows[(method, "passes")]["axiom"] == axiom, model
+        assert int(sum(passes[method])) == int(met), model
+        assert f"{np.median(rows[(method, 'residual')]['values']):.2g}" == residual, model
+        assert others == set(passes) - failing, model
+        assert f"{model} · {suite}: {method} meets its {axiom} axiom" in findings
 
 
 def test_the_readmes_shortcut_finding_is_the_published_statistics():
@@ -306,8 +324,10 @@ def test_the_readmes_shortcut_finding_is_the_published_statistics():
     suite = "minilm-l6-sst2-shortcut · sst2-shortcut"
     full = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())
     configured = next(s["n"] for s in read_config("full")["suite"] if s["model"] == "minilm-l6-sst2-shortcut")
+    # every method on every example (the sanity check's 50 and the random floor, grown apart, aside)
     scored = {len(r["values"]) for r in load_run(ROOT / "reports" / "full").records
-              if r["model"] == "minilm-l6-sst2-shortcut" and r["eval"] != "randomisation" and r["method"] != "random"}
+              if r["model"] == "minilm-l6-sst2-shortcut" and r["eval"] != "randomisation"
+              and r["method"] not in ("random", "random_floor")}
     assert scored == {configured} == {int(said[1])}
     naopc, known = full[f"{suite} · naopc"], full[f"{suite} · ground_truth"]
     assert naopc["top"] == [said[2]] and naopc["pair_n"] == [int(said[1])] * 2
