@@ -361,7 +361,7 @@ def test_the_full_comparisons_hours_are_its_provenance():
 def test_the_pages_counts_and_published_figures_are_the_registry_and_the_runs():
     """The method counts of README.md, docs/index.md and docs/performance.md are the registry's; docs/methods.md's
     figures from the published runs (reports/full's median costs, reports/default's integrated gradients axiom
-    check on SmolLM2) are those runs' rows."""
+    check on SmolLM2) are those runs' rows; docs/writing-a-plugin.md's example plugins have the lines it says."""
     import numpy as np
 
     from attrbench import load_run
@@ -391,6 +391,11 @@ def test_the_pages_counts_and_published_figures_are_the_registry_and_the_runs():
     assert (sum(passes), len(passes)) == (int(said[2]), int(said[3]))
     smollm2 = next(s for s in read_config("default")["suite"] if s["model"] == "smollm2-135m")
     assert (smollm2.get("method_params") or {}).get("integrated_gradients", {}).get("max_steps") == int(said[1])
+    plugins = re.findall(r"`(attrbench/\w+/\w+\.py)`,? (?:is a complete one in )?(\d+) lines",
+                         flat(DOCS / "writing-a-plugin.md"))
+    assert len(plugins) == 2, "docs/writing-a-plugin.md no longer says how long its example plugins are"
+    for path, lines in plugins:
+        assert len((ROOT / path).read_text().splitlines()) == int(lines), path
 
 
 def test_the_agreement_evidence_counts_are_the_shipped_file():
