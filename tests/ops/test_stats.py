@@ -26,8 +26,9 @@ from attrbench.ops.stats import (
 @pytest.mark.parametrize("n", [4, 10, 60])
 @pytest.mark.parametrize("skewed", [False, True])
 def test_intervals_keep_their_coverage_at_small_n(n, skewed):
-    """The t-interval covers the true mean about 95 % of the time at the n a budgeted leaderboard has (a
-    percentile bootstrap covers 76 / 88 / 92 % at n = 4 / 6 / 10); skewed data (the shape of AOPCs) too."""
+    """The t-interval covers the true mean about 95 % of the time at the n a budgeted leaderboard has, where a
+    percentile bootstrap falls short (benchmarks/bench_intervals.py records both); skewed data (the shape of AOPCs)
+    too."""
     rng = np.random.default_rng(n)
     trials, covered = 1000, 0
     for _ in range(trials):
@@ -121,8 +122,8 @@ def test_agreement_interval_holds_the_truth():
 def test_a_tau_interval_rarely_shows_agreement_where_there_is_none():
     """One metric's method means all equal (no agreement to find): the 95 % interval of tau excludes 0 in at most
     about 5 % of samples. A tau of means is pulled toward 0 under resampling (resampled means are noisier), so the
-    percentile interval sits toward 0 and errs on the safe side; scipy's BCa, which undoes that shift, excluded 0 in
-    31 to 34 of 100 such samples (12 methods, n = 30 to 120), and would fail here."""
+    percentile interval sits toward 0 and errs on the safe side; scipy's BCa, which undoes that shift, excludes 0 in
+    about a third of such samples (benchmarks/bench_intervals.py records how many), and would fail here."""
     rng = np.random.default_rng(12)
     mu = np.linspace(0, 1, 12)[:, None]
     shown = 0
