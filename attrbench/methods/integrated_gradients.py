@@ -6,22 +6,21 @@ tokens as in ``attrbench.ops.tokens``). Completeness, ``sum_j IG_j = F(e) - F(e'
 a quadrature meets it only as far as it resolves ``a -> ∂F/∂a`` (Sundararajan et al.: check the gap is within
 a few percent and raise the steps until it is).
 
-A fixed rule does not get there on every model. On SmolLM2-135M (20 sva-linzen contrasts, pad baseline)
-50 Gauss-Legendre steps leave a median gap of 2.8 times F(e) - F(e'), and 200 steps 0.97; 2 to 4 of 20
-examples are within 5 % at 16, 50 or 200 steps, with the unk baseline as with pad. The score along the
-straight path is smooth but steep and oscillating: its total variation is 2.5 to 136 times |F(e) - F(e')|
-(6 examples), the same in float64 (to 3e-4) and with a BOS token prepended. Interpolated embeddings never
-come near zero norm with a token baseline (their mean square stays above 0.27 times the token's, 680 times
-RMSNorm's eps);
-with a zero baseline they do, the score jumps at a -> 0, and more steps make the gap larger (median 5.3 at
-200 steps). So the path is cut adaptively (global adaptive quadrature, e.g. Gander & Gautschi 2000): each
-segment ``[a, b]`` is one captum ``IntegratedGradients`` call from ``e_a`` to ``e_b`` with ``n_steps``
-Gauss-Legendre nodes, whose own gap ``δ_s = sum IG_s - (F(e_b) - F(e_a))`` is exact (captum's convergence
-delta on that segment). The segment with the largest |δ_s| is halved, again and again, until ``sum_s |δ_s|
-<= tolerance · |F(e) - F(e')|`` or ``max_steps`` gradient evaluations are spent. The segments' attributions
-add up to the composite rule over the whole path. On SmolLM2 all 20 examples meet 5 % with 50 to 1350
-evaluations (mean 775); a model on which one segment is enough (MiniLM SST-2: gap ~2e-5) pays the fixed
-rule's cost.
+A fixed rule does not get there on every model. On SmolLM2-135M (20 sva-linzen contrasts, pad baseline) 50
+Gauss-Legendre steps leave a median gap of 2.8 times F(e) - F(e'), and 200 steps 0.97; 2 to 4 of 20 examples
+are within 5 % at 16, 50 or 200 steps, from the unk baseline as from pad. The score along the straight path is
+smooth but steep and oscillating: its total variation is 2.5 to 153 times |F(e) - F(e')| (6 examples), the
+same in float64 (to 3e-5). Interpolated embeddings never come near zero norm with a token baseline (their mean
+square stays above 0.27 times the token's, 409 times RMSNorm's eps); with a zero baseline they do, the score
+jumps at a -> 0, and more steps make the gap larger (median 2.2 at 50 steps, 14 at 200). These figures are
+benchmarks/results/ig-convergence-smollm2-cpu.json's (``python benchmarks/bench_ig_convergence.py``). So the
+path is cut adaptively (global adaptive quadrature, e.g. Gander & Gautschi 2000): each segment ``[a, b]`` is
+one captum ``IntegratedGradients`` call from ``e_a`` to ``e_b`` with ``n_steps`` Gauss-Legendre nodes, whose
+own gap ``δ_s = sum IG_s - (F(e_b) - F(e_a))`` is exact (captum's convergence delta on that segment). The
+segment with the largest |δ_s| is halved, again and again, until ``sum_s |δ_s| <= tolerance · |F(e) - F(e')|``
+or ``max_steps`` gradient evaluations are spent. The segments' attributions add up to the composite rule over
+the whole path. On SmolLM2 all 20 examples meet 5 % with 50 to 1350 evaluations (mean 775); a model on which
+one segment is enough (MiniLM SST-2: gap ~2e-5) pays the fixed rule's cost.
 
 Every result records ``n_steps`` (gradient evaluations used, discarded coarser segments included),
 ``segments``, ``relative_delta`` = |sum IG - (F(e) - F(e'))| / |F(e) - F(e')| (the completeness residual,
