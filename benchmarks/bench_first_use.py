@@ -9,9 +9,7 @@ attributed, all within the timed wall seconds (the torch import and the CLI's st
 from __future__ import annotations
 
 import argparse
-import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -20,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_readme_python import cpu_model  # same folder: run as python benchmarks/bench_first_use.py
+from bench_readme_python import write_record  # same folder: run as python benchmarks/bench_first_use.py
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "first-use-cpu.json"
@@ -45,13 +43,8 @@ def main() -> None:
         finally:
             shutil.rmtree(cache)
         print(f"{shlex.join(COMMAND)} from an empty cache: {seconds[-1]:.1f} s", flush=True)
-    record = {"what": "a task model's first use from an empty cache, the whole command, wall seconds",
-              "command": shlex.join(COMMAND), "processor": cpu_model(), "cores": os.cpu_count(),
-              "python": platform.python_version(),
-              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                       text=True).stdout.strip(), "seconds": seconds}
-    Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {args.json}")
+    write_record(args.json, {"what": "a task model's first use from an empty cache, the whole command, wall seconds",
+                             "command": shlex.join(COMMAND), "seconds": seconds})
 
 
 if __name__ == "__main__":

@@ -36,6 +36,15 @@ def cpu_model() -> str:
     return platform.machine()
 
 
+def write_record(path, record: dict) -> None:
+    """``record`` as indented JSON at ``path``, with the processor, its cores, Python and the commit measured."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True)
+    record = {**record, "processor": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+              "commit": commit.stdout.strip()}
+    Path(path).write_text(json.dumps(record, indent=1) + "\n")
+    print(f"wrote {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1)

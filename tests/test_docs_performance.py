@@ -410,3 +410,20 @@ def test_the_shapley_table_is_the_recorded_run():
             f"{sci(rec['dense_max_abs_gap'])})") in text
     assert f"− g(0)) is {sci(rec['efficiency_error'])}." in text
     assert f"or {fixed(rec['first_call_seconds'], 2)} s to load it from numba's on-disk cache" in text
+
+
+def test_attention_flows_costs_are_the_recorded_ones():
+    """attention_flow's docstring gives benchmarks/results/attention-flow-cpu.json's seconds per text at each
+    length, and networkx's at the shortest; the record's flows equal networkx's to float32 precision."""
+    from attrbench.methods import attention_flow
+
+    doc = re.sub(r"\s+", " ", attention_flow.__doc__)
+    said = re.search(r"a text takes ([\d.]+) s at (\d+) tokens, ([\d.]+) s at (\d+) and ([\d.]+) s at (\d+), the "
+                     r"model's forward pass included, where networkx's Edmonds-Karp takes ([\d.]+) s at (\d+) "
+                     r"\(benchmarks/results/attention-flow-cpu.json", doc)
+    assert said, "attention_flow's docstring no longer gives its costs"
+    rows = record("attention-flow-cpu.json")["rows"]
+    assert [(f"{r['seconds']:.3f}", str(r["tokens"])) for r in rows] == list(zip(said.groups()[:6:2],
+                                                                               said.groups()[1:6:2]))
+    assert (f"{rows[0]['networkx_seconds']:.1f}", str(rows[0]["tokens"])) == (said[7], said[8])
+    assert rows[0]["largest_difference"] < 1e-6

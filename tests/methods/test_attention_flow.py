@@ -1,13 +1,12 @@
 """Attention flow against the authors' max-flow solver (networkx's Edmonds-Karp, as in their compute_flows),
 scipy's (integer capacities) and by hand."""
-import networkx as nx
 import numpy as np
 import pytest
 from scipy.sparse import csr_array
 from scipy.sparse.csgraph import maximum_flow
 
 from attrbench.errors import InputError
-from attrbench.methods.attention_flow import attention_flow
+from attrbench.methods.attention_flow import attention_flow, networkx_flows
 from attrbench.models import load_model
 from attrbench.ops.aggregate import row_normalise, with_identity
 from attrbench.registry import METHODS
@@ -27,18 +26,6 @@ def _scipy_flows(per_layer, row):
     return np.array([maximum_flow(graph, j, layers * n + row).flow_value for j in range(n)]) / SCALE
 
 
-def _networkx_flows(per_layer, row):
-    """Abnar & Zuidema's construction: node (l, i), capacities the attention weights, networkx's solver."""
-    layers, n, _ = per_layer.shape
-    graph = nx.DiGraph()
-    for layer in range(layers):
-        rows, cols = np.nonzero(per_layer[layer])
-        graph.add_edges_from(((layer, j), (layer + 1, i), {"capacity": float(per_layer[layer, i, j])})
-                             for i, j in zip(rows, cols))
-    return np.array([nx.maximum_flow_value(graph, (0, j), (layers, row), flow_func=nx.algorithms.flow.edmonds_karp)
-                     if graph.has_node((0, j)) else 0.0 for j in range(n)])
-
-
 def test_one_layer_flow_is_the_edge():
     per_layer = row_normalise(np.random.default_rng(0).random((1, 5, 5)))
     np.testing.assert_allclose(attention_flow(per_layer, 3), per_layer[0, 3], atol=1e-12)
@@ -52,7 +39,7 @@ def test_equals_networkx_and_scipy_max_flow_on_the_model_graph(name):
     result = METHODS.get("attention_flow")(adapter, [TEXT])[0]
     row = result.meta["row"]
     np.testing.assert_allclose(result.values, attention_flow(per_layer, row), atol=1e-12)
-    np.testing.assert_allclose(result.values, _networkx_flows(per_layer, row), atol=1e-13)
+    np.testing.assert_allclose(result.values, networkx_flows(per_layer, row), atol=1e-13)
     np.testing.assert_allclose(result.values, _scipy_flows(per_layer, row), atol=1e-8)  # capacities to 1e-9
     assert np.all(result.values <= 1 + 1e-12)  # the sink takes at most 1 (its in-edges sum to 1)
 
