@@ -18,20 +18,17 @@ docs/reading-a-leaderboard.md (Values) and docs/metrics.md (the intervals of tau
 from __future__ import annotations
 
 import argparse
-import json
-import platform
-import subprocess
 import time
 from pathlib import Path
 
 import numpy as np
 import scipy
+from bench_readme_python import write_record  # same folder: run as python benchmarks/bench_intervals.py
 from scipy.stats import bootstrap
 
 from attrbench.ops.stats import agreement_interval, interval, kendall_tau_b, mean_taus
 
 ROOT = Path(__file__).resolve().parents[1]
-MACHINE = "AMD EPYC VM, 2 CPU cores, no GPU"
 OUT = ROOT / "benchmarks" / "results" / "intervals-cpu.json"
 NS, TRIALS, RESAMPLES = (4, 6, 10, 60), 1000, 2000
 NULL_NS, NULL_SAMPLES, METHODS = (30, 60, 120), 100, 12
@@ -131,15 +128,10 @@ def main() -> None:
     parser.add_argument("--json", default=str(OUT))
     args = parser.parse_args()
     began = time.perf_counter()
-    record = {"what": __doc__.split("\n\n")[0].replace("\n", " "), "machine": MACHINE,
-              "python": platform.python_version(), "numpy": np.__version__, "scipy": scipy.__version__,
-              "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                                       text=True).stdout.strip(),
-              "trials": TRIALS, "resamples": RESAMPLES, "null_samples": NULL_SAMPLES, "methods": METHODS,
-              "coverage": coverage(), "null_tau": null_tau(), "pull": pull()}
-    record["seconds"] = round(time.perf_counter() - began, 1)
-    Path(args.json).write_text(json.dumps(record, indent=1) + "\n")
-    print(f"wrote {args.json} ({record['seconds']:.0f} s)")
+    record = {"what": __doc__.split("\n\n")[0].replace("\n", " "), "numpy": np.__version__,
+              "scipy": scipy.__version__, "trials": TRIALS, "resamples": RESAMPLES, "null_samples": NULL_SAMPLES,
+              "methods": METHODS, "coverage": coverage(), "null_tau": null_tau(), "pull": pull()}
+    write_record(args.json, {**record, "seconds": round(time.perf_counter() - began, 1)})
 
 
 if __name__ == "__main__":

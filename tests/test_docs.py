@@ -238,6 +238,35 @@ def test_the_default_budget_figures_are_the_recorded_measurement():
     assert all(len({run[m] for m in faithfulness if m in run}) == 1 for pair in suites.values() for run in pair)
 
 
+def test_the_methods_pages_precision_bounds_are_what_the_method_tests_assert():
+    """docs/methods.md's agreement and conservation bounds for attention flow, AttnLRP and DecompX are the tolerances
+    the method tests hold them to (their module constants), so the page cannot promise more than is checked."""
+    from tests.methods.test_attention_flow import NETWORKX, SCIPY
+    from tests.methods.test_attn_lrp import CONSERVATION, LXT
+    from tests.methods.test_decompx import AUTHORS, FROZEN
+
+    def e(x: float) -> str:
+        return f"{x:.0e}".replace("e-0", "e-")
+
+    text = flat(DOCS / "methods.md")
+    for phrase in (
+            f"networkx's Edmonds-Karp (the authors' solver) to {e(NETWORKX)} and scipy's max flow on the same graph "
+            f"(integer capacities) to {e(SCIPY)}",
+            f"equal to networkx's (the authors' solver) to {e(NETWORKX)}.",
+            f"conservation on all six tiny architectures, to {e(CONSERVATION['float64'])} in float64 (LLaMA "
+            f"{e(CONSERVATION['tiny-llama'])})",
+            f"There it equals ours to {e(LXT['tiny-gpt2'])} (GPT-2) and {e(LXT['tiny-llama'])} (LLaMA",
+            f"what each softmax leaks, to {e(CONSERVATION['float64'])} of the logit in float64 (LLaMA "
+            f"{e(CONSERVATION['tiny-llama'])})",
+            f"the authors' code's steps (BERT classifier) to {e(AUTHORS)};",
+            f"ours equals it to {e(AUTHORS)} of the largest score with 1 and 2 layers",
+            f"that holds to {e(FROZEN['classifier'])} of the largest score on a BERT classifier and GPT-2, "
+            f"{e(FROZEN['tiny-opt'])} on OPT (whose attention softmax runs in float32) and {e(FROZEN['tiny-llama'])} "
+            f"on LLaMA"):
+        assert phrase in text, phrase
+    assert FROZEN["classifier"] == FROZEN["tiny-gpt2"]
+
+
 def test_the_methods_pages_costs_are_the_benchmark_files():
     """Each cost in docs/methods.md's table is the mean seconds per example of the file it cites
     (benchmarks/results/method-costs-*-cpu.csv and *-stand-in-cuda-h200.csv), to the two significant figures it

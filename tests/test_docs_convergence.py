@@ -43,17 +43,19 @@ def test_the_record_says_where_and_how_it_was_measured():
 def test_the_methods_page_is_the_record():
     rec = record(CONVERGENCE)
     said = re.search(r"with 50 Gauss-Legendre steps the median gap on (\d+) Linzen contrasts is ([\d.]+) times "
-                     r"F\(x\) − F\(x′\) \(([\d.]+) at 200 steps; from the unk or the zero baseline it stays above "
-                     r"([\d.]+) too\), because the score along the straight path oscillates steeply \(total variation "
-                     r"up to (\d+) times the change; `benchmarks/bench_ig_convergence.py`",
+                     r"F\(x\) − F\(x′\) \(([\d.]+) at 200 steps; from the unk baseline ([\d.]+) and ([\d.]+), from "
+                     r"the zero embedding ([\d.]+) and (\d+) on (\d+) of them\), because the score along the "
+                     r"straight path oscillates steeply \(total variation up to (\d+) times the change; "
+                     r"`benchmarks/bench_ig_convergence.py`",
                      page(ROOT / "docs" / "methods.md"))
     assert said, "docs/methods.md no longer gives the fixed rules' gaps on SmolLM2"
     fixed, zero = rec["fixed"], rec["zero_baseline"]
     assert int(said[1]) == len(rec["examples"])
     assert shown(fixed["pad_50"]["median_gap"], said[2]) and shown(fixed["pad_200"]["median_gap"], said[3])
-    others = [fixed[f"unk_{s}"]["median_gap"] for s in (50, 200)] + [zero[s]["median_gap"] for s in ("50", "200")]
-    assert above(min(others), said[4])
-    assert shown(rec["total_variation"]["max"], said[5])
+    assert shown(fixed["unk_50"]["median_gap"], said[4]) and shown(fixed["unk_200"]["median_gap"], said[5])
+    assert shown(zero["50"]["median_gap"], said[6]) and shown(zero["200"]["median_gap"], said[7])
+    assert int(said[8]) == rec["total_variation"]["examples"] == len(zero["50"]["gaps"])
+    assert shown(rec["total_variation"]["max"], said[9])
     said = re.search(r"On SmolLM2 all (\d+) examples converge, with (\d+) to (\d+) evaluations \(mean (\d+), ([\d.]+) "
                      r"times a fixed 50-step rule\)", page(ROOT / "docs" / "methods.md"))
     assert said, "docs/methods.md no longer says what the adaptive rule spends on SmolLM2"
@@ -67,32 +69,33 @@ def test_the_methods_page_is_the_record():
 def test_the_docstring_is_the_record():
     rec = record(CONVERGENCE)
     fixed = rec["fixed"]
-    said = re.search(r"On SmolLM2-135M \((\d+) sva-linzen contrasts, pad baseline\) 50 Gauss-Legendre steps leave a "
-                     r"median gap of ([\d.]+) times F\(e\) - F\(e'\), and 200 steps ([\d.]+); (\d+) to (\d+) of \d+ "
-                     r"examples are within 5 % at (\d+), (\d+) or (\d+) steps, from the unk baseline as from pad\. "
-                     r"The score along the straight path is smooth but steep and oscillating: its total variation is "
-                     r"([\d.]+) to (\d+) times \|F\(e\) - F\(e'\)\| \((\d+) examples\), the same in float64 \(to "
-                     r"([\d.e-]+)\)\. Interpolated embeddings never come near zero norm with a token baseline \(their "
-                     r"mean square stays above ([\d.]+) times the token's, (\d+) times RMSNorm's eps\); with a zero "
-                     r"baseline they do, the score jumps at a -> 0, and more steps make the gap larger \(median "
-                     r"([\d.]+) at 50 steps, (\d+) at 200\)\. These figures are "
-                     r"benchmarks/results/ig-convergence-smollm2-cpu\.json's", docstring())
+    said = re.search(r"On SmolLM2-135M \((?P<n>\d+) sva-linzen contrasts, pad baseline\) 50 Gauss-Legendre steps leave "
+                     r"a median gap of (?P<gap50>[\d.]+) times F\(e\) - F\(e'\), and 200 steps (?P<gap200>[\d.]+); "
+                     r"(?P<low>\d+) to (?P<high>\d+) of (?P<of>\d+) examples are within 5 % at (?P<s1>\d+), "
+                     r"(?P<s2>\d+) or (?P<s3>\d+) steps, from the unk baseline as from pad\. The score along the "
+                     r"straight path is smooth but steep and oscillating: its total variation is (?P<tv_min>[\d.]+) "
+                     r"to (?P<tv_max>\d+) times \|F\(e\) - F\(e'\)\| \((?P<tv_n>\d+) examples\), the same with "
+                     r"the weights in float64 \(to (?P<wide>[\d.e-]+); Hugging Face runs LLaMA's RMSNorm in float32 "
+                     r"even then\)\. Interpolated embeddings never come near zero norm from the pad baseline \(their "
+                     r"mean square stays above (?P<square>[\d.]+) times the token's, (?P<eps>\d+) times RMSNorm's "
+                     r"eps\); from the zero embedding they do, and more steps make the median gap larger \(on "
+                     r"(?P<zero_n>\d+) examples: (?P<zero50>[\d.]+) at 50 steps, (?P<zero200>\d+) at 200\)\. These "
+                     r"figures are benchmarks/results/ig-convergence-smollm2-cpu\.json's", docstring())
     assert said, "integrated_gradients' docstring no longer gives the account of SmolLM2"
-    assert int(said[1]) == len(rec["examples"])
-    assert shown(fixed["pad_50"]["median_gap"], said[2]) and shown(fixed["pad_200"]["median_gap"], said[3])
-    steps = [int(s) for s in said.groups()[5:8]]
-    within = [fixed[f"{b}_{s}"]["within_5_percent"] for b in ("pad", "unk") for s in steps]
-    assert (min(within), max(within)) == (int(said[4]), int(said[5]))
+    assert int(said["n"]) == int(said["of"]) == len(rec["examples"])
+    assert shown(fixed["pad_50"]["median_gap"], said["gap50"]) and shown(fixed["pad_200"]["median_gap"], said["gap200"])
+    within = [fixed[f"{b}_{said[s]}"]["within_5_percent"] for b in ("pad", "unk") for s in ("s1", "s2", "s3")]
+    assert (min(within), max(within)) == (int(said["low"]), int(said["high"]))
     variation, wide = rec["total_variation"], rec["total_variation_float64"]
-    assert shown(variation["min"], said[9]) and shown(variation["max"], said[10])
-    assert variation["examples"] == int(said[11]) == len(wide["values"])
-    assert wide["max_relative_difference"] <= float(said[12]) < 10 * wide["max_relative_difference"]
+    assert shown(variation["min"], said["tv_min"]) and shown(variation["max"], said["tv_max"])
+    assert variation["examples"] == int(said["tv_n"]) == len(wide["values"])
+    assert wide["max_relative_difference"] <= float(said["wide"]) < 10 * wide["max_relative_difference"]
     square = rec["mean_square"]
     assert square["texts"] == len(rec["examples"])
-    assert above(square["relative_to_token"], said[13]) and above(square["over_rms_norm_eps"], said[14])
+    assert above(square["relative_to_token"], said["square"]) and above(square["over_rms_norm_eps"], said["eps"])
     zero = rec["zero_baseline"]
-    assert zero["200"]["median_gap"] > zero["50"]["median_gap"]
-    assert shown(zero["50"]["median_gap"], said[15]) and shown(zero["200"]["median_gap"], said[16])
+    assert zero["200"]["median_gap"] > zero["50"]["median_gap"] and len(zero["50"]["gaps"]) == int(said["zero_n"])
+    assert shown(zero["50"]["median_gap"], said["zero50"]) and shown(zero["200"]["median_gap"], said["zero200"])
     said = re.search(r"On SmolLM2 all (\d+) examples meet 5 % with (\d+) to (\d+) evaluations \(mean (\d+)\)",
                      docstring())
     assert said, "integrated_gradients' docstring no longer says what the adaptive rule spends on SmolLM2"

@@ -7,13 +7,14 @@ from input node (0, j) to the target's output node (L, row), by Dinic's algorith
 (``max_flows``; the authors' code uses networkx's Edmonds-Karp, which the tests check it against).
 Where rollout multiplies path weights, flow is bounded by each path's narrowest edge.
 
-Cost: n max-flow problems per text on a graph of (L + 1) n nodes and about L n² / 2 (causal) to
-L n² edges. On MiniLM's attention graphs of Linzen items (6 layers, 2 CPU cores) a text takes 0.018 s at 25
-tokens, 0.034 s at 54 and 0.061 s at 69, the model's forward pass included, where networkx's Edmonds-Karp
-takes 4.2 s at 25 (benchmarks/results/attention-flow-cpu.json, ``python benchmarks/bench_attention_flow.py``).
-Dinic's worst case grows with the square of the nodes times the edges, so ``max_tokens`` (128; every shipped
-dataset fits, the longest Linzen item having 69 MiniLM tokens) bounds the graph: a longer text is refused, not
-approximated, and a run's plan checks its sample against the limit before any work.
+Cost: n max-flow problems per text on a graph of (L + 1) n nodes and about L n² / 2 (causal) to L n² edges. On
+MiniLM's attention graphs of Linzen items (6 layers, 2 CPU cores; the fastest of 3 calls on one item per length)
+a text takes 0.018 s at 25 tokens, 0.034 s at 54 and 0.061 s at 69, the model's forward pass included, where
+networkx's Edmonds-Karp takes 4.2 s at 25 (benchmarks/results/attention-flow-cpu.json, ``python
+benchmarks/bench_attention_flow.py``). Dinic's worst case grows with the square of the nodes times the edges, so
+``max_tokens`` (128; every shipped dataset fits, the longest Linzen item having 69 MiniLM tokens) bounds the
+graph: a longer text is refused, not approximated, and a run's plan checks its sample against the limit before
+any work.
 """
 import numpy as np
 

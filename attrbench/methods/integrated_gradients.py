@@ -10,9 +10,10 @@ A fixed rule does not get there on every model. On SmolLM2-135M (20 sva-linzen c
 Gauss-Legendre steps leave a median gap of 2.8 times F(e) - F(e'), and 200 steps 0.97; 2 to 4 of 20 examples
 are within 5 % at 16, 50 or 200 steps, from the unk baseline as from pad. The score along the straight path is
 smooth but steep and oscillating: its total variation is 2.5 to 153 times |F(e) - F(e')| (6 examples), the
-same in float64 (to 3e-5). Interpolated embeddings never come near zero norm with a token baseline (their mean
-square stays above 0.27 times the token's, 409 times RMSNorm's eps); with a zero baseline they do, the score
-jumps at a -> 0, and more steps make the gap larger (median 2.2 at 50 steps, 14 at 200). These figures are
+same with the weights in float64 (to 3e-5; Hugging Face runs LLaMA's RMSNorm in float32 even then).
+Interpolated embeddings never come near zero norm from the pad baseline (their mean square stays above 0.27
+times the token's, 409 times RMSNorm's eps); from the zero embedding they do, and more steps make the median
+gap larger (on 6 examples: 2.2 at 50 steps, 14 at 200). These figures are
 benchmarks/results/ig-convergence-smollm2-cpu.json's (``python benchmarks/bench_ig_convergence.py``). So the
 path is cut adaptively (global adaptive quadrature, e.g. Gander & Gautschi 2000): each segment ``[a, b]`` is
 one captum ``IntegratedGradients`` call from ``e_a`` to ``e_b`` with ``n_steps`` Gauss-Legendre nodes, whose
