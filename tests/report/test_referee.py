@@ -166,6 +166,22 @@ def test_the_readmes_findings_are_the_published_statistics():
     assert round(100 * table["floor"][floor[4]]["win_rate"]) == int(floor[5]) and len(votes) == int(floor[7])
     assert sum(floor[4] in e["not_better_than_floor"] for e in votes) == int(floor[6])
     assert not any(e["worse_than_floor"] for e in votes)
+    floor = re.search(r"On the planted shortcuts \(all (\d+) examples\) all (\d+) are better, by NAOPC "
+                      r"comprehensiveness and by the known answer; `(\w+)` is not better under (\d+) of the (\d+) "
+                      r"metrics and worse under (.+?)\.", found)
+    assert floor, "the README no longer says how the methods on the planted shortcuts stand against the random floor"
+    shortcut = "minilm-l6-sst2-shortcut · sst2-shortcut"
+    table, votes, verdicts = against_floor(shortcut, [floor[0], floor[1], floor[2], floor[2]])
+    known = full[f"{shortcut} · ground_truth"]
+    assert {r["verdict"] for r in known["floor"].values()} == {"better"} and len(known["floor"]) == int(floor[2])
+    assert known["floor_summary"]["n"] == int(floor[1]) and len(votes) == int(floor[5])
+    assert sum(floor[3] in e["not_better_than_floor"] for e in votes) == int(floor[4])
+    from attrbench.registry import EVALS
+    from attrbench.report.tables import robustness_metrics
+
+    evaluation = {m: name for name in EVALS.names() for m in (robustness_metrics(EVALS.get(name)) or ())}
+    worse = [_metric_label(f"{evaluation[e['metric']]}.{e['metric']}") for e in votes if e["worse_than_floor"]]
+    assert all(e["worse_than_floor"] in ([], [floor[3]]) for e in votes) and " and ".join(worse) == floor[6]
     known = re.search(r"By the known answer on agreement \(ground-truth MRR: the reciprocal rank of the subject among "
                       r"an item's words; each pair tested, Holm\), the top group on the test items \(n = (\d+): those "
                       r"with a known answer the metric can read\) is (.+?), and on (\d+) items held out from every "
