@@ -33,7 +33,7 @@ def networkx_flows(per_layer: np.ndarray, row: int) -> np.ndarray:
     """:func:`attention_flow` by the authors' construction and solver: node (l, i), the capacities as edge
     attributes, networkx's Edmonds-Karp (networkx is in the test extra). The reference the tests and
     ``benchmarks/bench_attention_flow.py`` check the Dinic flows against; far slower."""
-    import networkx as nx
+    import networkx as nx  # the test extra: the reference solver, not needed to run the method
 
     layers, n, _ = per_layer.shape
     graph = nx.DiGraph()
