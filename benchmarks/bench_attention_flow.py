@@ -41,8 +41,8 @@ def main() -> None:
     items = {}
     for example in examples_for(adapter, "sva-linzen")[0]:
         items.setdefault(len(adapter.encode([example.text]).input_ids[0]), example)
-    rows = []
-    for length in map(int, args.lengths.split(",")):
+    rows, lengths = [], [int(n) for n in args.lengths.split(",")]
+    for length in lengths:
         text = items[length].text
         flow(adapter, [text])  # warm-up (numba compiles on the first call)
         seconds = []
@@ -51,7 +51,7 @@ def main() -> None:
             ours = flow(adapter, [text])[0]
             seconds.append(time.perf_counter() - began)
         row = {"tokens": length, "example": items[length].id, "seconds": min(seconds)}
-        if length == min(map(int, args.lengths.split(","))):
+        if length == min(lengths):
             per_layer = row_normalise(with_identity(weights(adapter, [text])[0].values))
             began = time.perf_counter()
             theirs = networkx_flows(per_layer, ours.meta["row"])

@@ -78,8 +78,8 @@ def smallest_mean_square(adapter, texts: list[str], points: int) -> dict:
     with torch.no_grad():
         for text in texts:
             ids = adapter.encode([text]).input_ids
-            end, start = layer(ids)[0].double(), layer(baseline_ids(adapter, ids, "pad"))[0].double()
-            changed = (ids != baseline_ids(adapter, ids, "pad"))[0]
+            pad = baseline_ids(adapter, ids, "pad")
+            end, start, changed = layer(ids)[0].double(), layer(pad)[0].double(), (ids != pad)[0]
             square = ((start + alphas * (end - start)) ** 2).mean(-1)[:, changed]  # (points, tokens)
             ratio = min(ratio, float((square / square[-1]).min()))
             over_eps = min(over_eps, float(square.min()) / eps)
@@ -123,9 +123,7 @@ def main() -> None:
         "machine": "AMD EPYC VM, 2 CPU cores, no GPU", "torch": torch.__version__, "python": platform.python_version(),
         "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                                  text=True).stdout.strip()})
-    seconds = record.get("seconds", {})
-    seconds = seconds if isinstance(seconds, dict) else {"fixed, adaptive and path": seconds}  # one run's total
-    record["seconds"] = seconds
+    seconds = record.setdefault("seconds", {})  # per part
 
     def metas(params: dict, method="integrated_gradients", on=None, model=adapter) -> list[dict]:
         chosen = on or len(texts)

@@ -423,7 +423,7 @@ def test_attention_flows_costs_are_the_recorded_ones():
                      r"\(benchmarks/results/attention-flow-cpu.json", doc)
     assert said, "attention_flow's docstring no longer gives its costs"
     rows = record("attention-flow-cpu.json")["rows"]
-    assert [(f"{r['seconds']:.3f}", str(r["tokens"])) for r in rows] == list(zip(said.groups()[:6:2],
-                                                                               said.groups()[1:6:2]))
+    pairs = said.groups()[:6]  # seconds, tokens; three times
+    assert [(f"{r['seconds']:.3f}", str(r["tokens"])) for r in rows] == list(zip(pairs[::2], pairs[1::2]))
     assert (f"{rows[0]['networkx_seconds']:.1f}", str(rows[0]["tokens"])) == (said[7], said[8])
     assert rows[0]["largest_difference"] < 1e-6
