@@ -18,6 +18,7 @@ docs/reading-a-leaderboard.md (Values) and docs/metrics.md (the intervals of tau
 from __future__ import annotations
 
 import argparse
+import json
 import time
 from pathlib import Path
 
@@ -26,7 +27,7 @@ import scipy
 from bench_readme_python import write_record  # same folder: run as python benchmarks/bench_intervals.py
 from scipy.stats import bootstrap
 
-from attrbench.ops.stats import agreement_interval, interval, kendall_tau_b, mean_taus
+from attrbench.ops.stats import agreement_draws, agreement_interval, interval, kendall_tau_b
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "intervals-cpu.json"
@@ -89,31 +90,33 @@ def pull() -> dict:
     below each estimate, with the report's own selection of methods and examples."""
     from attrbench import load_run
     from attrbench.ops.verdicts import FLOOR
-    from attrbench.report.tables import by_example, columns, shared_examples
+    from attrbench.report.tables import aliased, by_example, columns, shared_examples
     from attrbench.runtime.config import read_config
 
     config = read_config("full")
     records = [r for r in load_run(ROOT / "reports" / "full").records
                if (r["model"], r["dataset"]) == ("minilm-l6-sva", "sva-linzen")]
-    leave_out = (FLOOR, "random", "feature_ablation")  # the floor and the alias (occlusion's row), as the report
-    answer = by_example([r for r in records if r["eval"] == "ground_truth"], "mrr", leave_out)
+    statistics = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())
+
+    def leave_out(evaluation: str) -> tuple:
+        """As the report: the table's reference method, the floor and the methods shown as another's row."""
+        table = statistics[f"minilm-l6-sva · sva-linzen · {evaluation}"]
+        return table.get("reference"), FLOOR, *aliased(table)
+
+    answer = by_example([r for r in records if r["eval"] == "ground_truth"], "mrr", leave_out("ground_truth"))
     out = {}
     for evaluation, metric in (("naopc", "naopc_comprehensiveness"), ("naopc", "naopc_sufficiency"),
                                ("soft_erasure", "soft_nc"), ("soft_erasure", "soft_ns"),
                                ("erasure_aopc", "comprehensiveness_aopc"), ("abpc", "abpc")):
         group = [r for r in records if r["eval"] == evaluation]
         sign = 1.0 if next(r for r in group if r["metric"] == metric)["higher_is_better"] else -1.0
-        values = by_example(group, metric, leave_out)
+        values = by_example(group, metric, leave_out(evaluation))
         methods = [m for m in answer if m in values]
         ids = shared_examples(answer, values, methods)
         truth = np.array(list(columns(answer, methods, ids).values()), dtype=np.float64)
         scores = np.array(list(columns(values, methods, ids, sign).values()), dtype=np.float64)
         n = len(ids)
-        point = float(mean_taus(truth, np.arange(n)[None], scores, np.arange(n)[None])[0])
-        rng = np.random.default_rng(config["seed"])  # agreement_interval's draws, kept to count them
-        rows = np.array([rng.integers(0, n, n) for _ in range(config["bootstrap_resamples"])])
-        draws = mean_taus(truth, rows, scores, rows)
-        draws = draws[np.isfinite(draws)]
+        point, draws = agreement_draws(truth, scores, config["bootstrap_resamples"], config["seed"])
         out[f"{evaluation}.{metric}"] = {
             "methods": len(methods), "n": n, "tau": point,
             "ci": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],

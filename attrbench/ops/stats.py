@@ -221,6 +221,19 @@ def mean_taus(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.ndarr
     return out
 
 
+def agreement_draws(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
+                    seed: int = 0) -> tuple[float, np.ndarray]:
+    """Kendall's tau between the method orders of ``a`` and ``b`` (methods, examples) and its finite bootstrap
+    draws, each from ``n`` examples drawn with replacement (the draws :func:`agreement_interval` reads its interval
+    from; apart, so how they lean around the estimate can be read too)."""
+    n = a.shape[1]
+    point = float(mean_taus(a, np.arange(n)[None], b, np.arange(n)[None])[0])
+    rng = np.random.default_rng(seed)
+    rows = np.array([rng.integers(0, n, n) for _ in range(resamples)]).reshape(resamples, n)
+    draws = mean_taus(a, rows, b, rows)
+    return point, draws[np.isfinite(draws)]
+
+
 def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]]]], metric_a: str, metric_b: str,
                        resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method rankings by two metrics (each oriented higher = better), with a
@@ -232,11 +245,7 @@ def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]
     a = np.array([per_example[metric_a][m] for m in methods], dtype=np.float64)  # (methods, n): None -> nan
     b = np.array([per_example[metric_b][m] for m in methods], dtype=np.float64)
     n = a.shape[1]
-    point = float(mean_taus(a, np.arange(n)[None], b, np.arange(n)[None])[0])
-    rng = np.random.default_rng(seed)
-    rows = np.array([rng.integers(0, n, n) for _ in range(resamples)]).reshape(resamples, n)
-    draws = mean_taus(a, rows, b, rows)
-    draws = draws[np.isfinite(draws)]
+    point, draws = agreement_draws(a, b, resamples, seed)
     if not np.isfinite(point) or not len(draws):
         return {"tau": None, "ci": None, "methods": len(methods)}
     return {"tau": point, "ci": [float(np.percentile(draws, 2.5)), float(np.percentile(draws, 97.5))],
