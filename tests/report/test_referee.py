@@ -256,6 +256,17 @@ def test_the_readmes_tables_of_findings_are_the_published_statistics():
     evaluation = {m: name for name in EVALS.names() for m in (robustness_metrics(EVALS.get(name)) or ())}
     assert int(named[1]) == len(votes)
     assert named[2].split(", ") == [_metric_label(f"{evaluation[m]}.{m}") for m in votes]
+    # "by Wilcoxon signed-rank (the sign test where ties are more than half the examples)": every pair and floor
+    # verdict of the tables' statistics, read off its wins, ties and losses
+    from attrbench.ops.verdicts import TIES_DOMINATE
+
+    assert "by Wilcoxon signed-rank (the sign test where ties are more than half the examples) with Holm's" in flat
+    assert TIES_DOMINATE == 0.5
+    for suite in README_SUITES:
+        for evaluation_name in ("naopc", "ground_truth"):
+            table = full.get(f"{suite} · {evaluation_name}", {})
+            for row in [*table.get("pairs", {}).values(), *table.get("floor", {}).values()]:
+                assert row["test"] == ("sign" if row["ties"] > row["n"] / 2 else "wilcoxon"), (suite, row)
 
 
 def test_the_readmes_sanity_finding_is_the_published_rows():
