@@ -75,13 +75,16 @@ def bookkeeping(text: str, history: bool = True) -> list[str]:
 
 def slug(heading: str) -> str:
     """A heading's anchor as GitHub and MkDocs' toc make it (lower case, punctuation dropped, spaces to hyphens)."""
-    text = re.sub(r"`|\*\*?|_(?=\w)|(?<=\w)_", "", heading.strip()).lower()
+    parts = heading.strip().split("`")  # inside inline code, underscores and asterisks are the heading's own
+    text = "".join(part if i % 2 else re.sub(r"\*\*?|_(?=\w)|(?<=\w)_", "", part) for i, part in enumerate(parts))
+    text = text.lower()
     text = re.sub(r"[^\w\- ]", "", text)
     return re.sub(r" ", "-", text)
 
 
 def anchors(markdown: Path) -> set[str]:
-    text = prose(markdown.read_text(encoding="utf-8"))
+    """The anchors of a page's headings (outside fenced blocks; a heading's inline code is part of its anchor)."""
+    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown.read_text(encoding="utf-8"), flags=re.S | re.M)
     return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.M)}
 
 
