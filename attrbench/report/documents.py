@@ -39,6 +39,7 @@ from .tables import (
     check_count,
     metric_name,
     robustness_metrics,
+    sign_test_note,
     truth_tables,
     validity_table,
     alias_label,
@@ -398,14 +399,15 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
             continue
         if stats["verdict"] == "no difference found":
             out.append(f"{name}: no pair of methods is separated by {metric} (n = {_n(stats)}; Wilcoxon "
-                       "signed-rank, Holm).")
+                       f"signed-rank{sign_test_note(stats['pairs'].values(), 'pair')}, Holm).")
             out += _floor_finding(name, metric, stats, votes)
             continue
         if stats["verdict"] != "ranked":
             continue
         top = stats["top"]
         beats = {m: sum(1 for p in stats["pairs"].values() if p["better"] == m) for m in top}
-        pairs = f"Wilcoxon signed-rank on each pair's common examples, Holm over {stats['pairs_tested']} pairs"
+        signs = sign_test_note(stats["pairs"].values(), "pair")
+        pairs = f"Wilcoxon signed-rank on each pair's common examples{signs}, Holm over {stats['pairs_tested']} pairs"
         if len(top) == 1:
             best = top[0]
             text = (f"{name}: by {metric} (n = {_n(stats)}), {best} alone is in the top group: no method beats it, "
@@ -605,8 +607,9 @@ def _truth_findings(name: str, truth: Table, validity) -> list[str]:
     metric = metric_name(truth.evaluation, stats["metric"])
     out = []
     if stats["verdict"] == "ranked":
-        out.append(f"{name}: by the known answer ({metric}, n = {_n(stats)}; Wilcoxon signed-rank, Holm over "
-                   f"{stats['pairs_tested']} pairs) the top group is {', '.join(stats['top'])}.")
+        out.append(f"{name}: by the known answer ({metric}, n = {_n(stats)}; Wilcoxon signed-rank"
+                   f"{sign_test_note(stats['pairs'].values(), 'pair')}, Holm over {stats['pairs_tested']} pairs) the "
+                   f"top group is {', '.join(stats['top'])}.")
     out += _floor_finding(name, metric, stats, [])
     if validity is not None:
         frame = validity[0]
@@ -677,7 +680,8 @@ def _floor_finding(name: str, metric: str, stats: dict, votes: list[dict]) -> li
                                      default=0) >= minimum_floor_n(e["statistics"].get("k") or 1)]
     counts = {m: sum(1 for e in votes if m in e["not_better"]) for m in level + worse}
     line = (f"{name}: against the random floor (the expected {metric} of a random attribution on each example, "
-            f"n = {stats['floor_summary']['n']}; Wilcoxon signed-rank, Holm over {stats['k']} methods), "
+            f"n = {stats['floor_summary']['n']}; Wilcoxon signed-rank{sign_test_note(floor.values(), 'method')}, "
+            f"Holm over {stats['k']} methods), "
             f"{len(better)} of {stats['k']} methods {'is' if len(better) == 1 else 'are'} better"
             + (f" ({', '.join(better)})" if 0 < len(better) <= 5 else ""))
     if level:

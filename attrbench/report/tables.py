@@ -19,7 +19,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Iterable, Optional
 
 import numpy as np
 import pandas as pd
@@ -442,6 +442,16 @@ def _undefined_note(evaluation, group: list[dict]) -> str:
     return "".join(f"; {line}" for line in out)
 
 
+def sign_test_note(rows: Iterable[dict], unit: str) -> str:
+    """", the sign test on the 7 pairs tied on more than half their examples": the verdicts among ``rows`` (pairs or
+    floor rows of statistics.json; ``unit`` "pair" or "method") that the sign test decided, where a text names
+    Wilcoxon's; "" where none."""
+    signs = sum(1 for row in rows if row.get("test") == "sign")
+    if signs == 1:
+        return f", the sign test on 1 {unit} tied on more than half its examples"
+    return f", the sign test on the {signs} {unit}s tied on more than half their examples" if signs else ""
+
+
 def _verdict_note(statistics: dict) -> str:
     verdict = statistics["verdict"]
     if verdict == "n too small to rank":
@@ -450,8 +460,9 @@ def _verdict_note(statistics: dict) -> str:
     if verdict in ("ranked", "no difference found"):
         low, high = statistics["pair_n"]
         n = f"n = {low}" if low == high else f"n = {low}–{high}"
+        signs = sign_test_note(statistics.get("pairs", {}).values(), "pair")
         text = (f"{statistics['pairs_tested']} pairs of {statistics['k']} methods tested on their common examples "
-                f"({n}; Wilcoxon signed-rank, Holm)")
+                f"({n}; Wilcoxon signed-rank{signs}, Holm)")
         if verdict == "no difference found":
             text += ": no pair is separated"
         floor = statistics.get("floor_summary")

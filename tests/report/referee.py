@@ -57,6 +57,12 @@ def table_values(records: list[dict], model: str, dataset: str, metric: str, lea
     return out
 
 
+def sign_tested(x: dict, y: dict) -> bool:
+    """Whether a pair's verdict is the sign test's: more than half its common examples tied."""
+    d = np.array([x[i] - y[i] for i in x if i in y])
+    return bool(len(d)) and (d == 0).sum() / len(d) > 0.5
+
+
 def test_pair(x: dict, y: dict, higher: bool) -> tuple[float, int, int]:
     """(p, direction, n): Wilcoxon on the nonzero differences, the sign test where over half are ties."""
     ids = [i for i in x if i in y]
@@ -103,7 +109,7 @@ def verdicts(values: dict[str, dict], higher: bool, floor: dict | None = None, a
     out = {"top": {m for m in names if not beaten[m]}, "separated": separated, "beats": {
         m: sum(1 for w in separated.values() if w == m) for m in names},
         "p_holm": {frozenset(pair): p for pair, p in zip(pairs, holm)},
-        "pair_n": [n for _, _, n in tested]}
+        "pair_n": [n for _, _, n in tested], "sign_pairs": sum(sign_tested(values[a], values[b]) for a, b in pairs)}
     if floor is not None:
         against = [test_pair(values[m], floor, higher) for m in names]
         adjusted = holm_adjusted([p for p, _, _ in against], alpha)
@@ -112,6 +118,7 @@ def verdicts(values: dict[str, dict], higher: bool, floor: dict | None = None, a
         out["floor_p_holm"] = dict(zip(names, adjusted))
         out["floor_n"] = {m: n for m, (_, _, n) in zip(names, against)}
         out["floor_win_rate"] = {m: win_rate(values[m], floor, higher) for m in names}
+        out["floor_sign"] = sum(sign_tested(values[m], floor) for m in names)
     return out
 
 

@@ -21,6 +21,8 @@ from tests.report import referee
 FLOOR = referee.FLOOR
 NAME = r"[\w.-]+"  # a method's name
 NUMBER = r"-?\d+(?:\.\d+)?"
+# where a text names Wilcoxon's test, the verdicts the sign test decided (more than half their examples tied)
+SIGN = r"(?:, the sign test on (?:the )?(\d+) (?:pairs?|methods?) tied on more than half (?:its|their) examples)?"
 
 
 def _short(name: str) -> str:
@@ -136,25 +138,29 @@ class Report:
         return f"{high:,}" if low == high else f"{low:,}–{high:,} per pair"
 
     def rule_known_answer(self, suite: str, body: str) -> bool:
-        found = re.fullmatch(r": by the known answer \((.+?), n = (.+?); Wilcoxon signed-rank, Holm over (\d+) "
-                             r"pairs\) the top group is (.+)\.", body)
+        found = re.fullmatch(rf": by the known answer \((.+?), n = (.+?); Wilcoxon signed-rank{SIGN}, Holm over "
+                             r"(\d+) pairs\) the top group is (.+)\.", body)
         if not found:
             return False
         ruling = self.ruling(suite, found[1])
         k = len(ruling["values"])
         assert ruling["evaluation"].family == "ground truth"
-        assert (found[2], int(found[3])) == (self._n(ruling), k * (k - 1) // 2)
-        assert set(found[4].split(", ")) == ruling["top"]
+        assert (found[2], int(found[4])) == (self._n(ruling), k * (k - 1) // 2)
+        assert int(found[3] or 0) == ruling["sign_pairs"], (suite, found[3])
+        assert set(found[5].split(", ")) == ruling["top"]
         return True
 
     def rule_floor(self, suite: str, body: str) -> bool:
         found = re.fullmatch(
             r": against the random floor \(the expected (.+?) of a random attribution on each example, n = (\d+); "
-            r"Wilcoxon signed-rank, Holm over (\d+) methods\), (\d+) of (\d+) methods (?:is|are) better"
+            rf"Wilcoxon signed-rank{SIGN}, Holm over (\d+) methods\), (\d+) of (\d+) methods (?:is|are) better"
             r"(?: \(([\w., -]+)\))?(?:; not separated from it: (.+?))?(?:; worse than it: (.+?))?\.", body)
         if not found:
             return False
+        sign = found[3]
+        found = [None, found[1], found[2], *found.groups()[3:]]  # the sign test's count apart, the rest numbered on
         ruling = self.ruling(suite, found[1])
+        assert int(sign or 0) == ruling["floor_sign"], (suite, sign)
         verdict = ruling["floor"]
         k = len(ruling["values"])
         assert int(found[2]) == max(ruling["floor_n"].values()) and int(found[3]) == int(found[5]) == k
@@ -211,11 +217,12 @@ class Report:
         return True
 
     def rule_no_difference(self, suite: str, body: str) -> bool:
-        found = re.fullmatch(r": no pair of methods is separated by (.+?) \(n = (.+?); Wilcoxon signed-rank, Holm\)\.",
-                             body)
+        found = re.fullmatch(rf": no pair of methods is separated by (.+?) \(n = (.+?); Wilcoxon signed-rank{SIGN}, "
+                             r"Holm\)\.", body)
         if not found:
             return False
         ruling = self.ruling(suite, found[1])
+        assert int(found[3] or 0) == ruling["sign_pairs"], (suite, found[3])
         assert not any(ruling["separated"].values()) and found[2] == self._n(ruling)
         return True
 
@@ -233,11 +240,14 @@ class Report:
         found = re.fullmatch(
             rf": by (.+?) \(n = (.+?)\), (?:({NAME}) alone is in the top group: no method beats it, and it beats "
             rf"(?:each of the other (\d+)|(\d+) of the other (\d+))|the top group, which no method beats pair by "
-            rf"pair, is (.+?)) \(Wilcoxon signed-rank on each pair's common examples, Holm over (\d+) pairs\)"
+            rf"pair, is (.+?)) \(Wilcoxon signed-rank on each pair's common examples{SIGN}, Holm over (\d+) pairs\)"
             rf"(?:; ({NAME}) has the best mean in (\d+)% of 1,000 bootstrap resamples)?\.", body)
         if not found:
             return False
+        sign = found[8]
+        found = [None, *found.groups()[:7], *found.groups()[8:]]  # the sign test's count apart, the rest numbered on
         ruling = self.ruling(suite, found[1])
+        assert int(sign or 0) == ruling["sign_pairs"], (suite, sign)
         k = len(ruling["values"])
         assert found[2] == self._n(ruling) and int(found[8]) == k * (k - 1) // 2
         if found[3]:
