@@ -197,12 +197,14 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
             said = {m: row["verdict"] for m, row in table["floor"].items()}
             parts = [f"{sum(v == 'better' for v in said.values())} of {table['k']} better "
                      f"(n = {table['floor_summary']['n']})"]
+            alike: dict[str, list[str]] = {}  # methods with the same verdict and counts share one entry
             for method, verdict in said.items():
                 if verdict != "better":
                     worse = sum(method in e["worse_than_floor"] for e in votes)
-                    parts.append(f"`{method}` {verdict}: not better under "
-                                 f"{sum(method in e['not_better_than_floor'] for e in votes)} of {len(votes)}, worse "
-                                 f"under {worse or 'none'}")
+                    alike.setdefault(f"{verdict}: not better under "
+                                     f"{sum(method in e['not_better_than_floor'] for e in votes)} of {len(votes)}, "
+                                     f"worse under {worse or 'none'}", []).append(method)
+            parts += [f"{_code(methods)} {counts}" for counts, methods in alike.items()]
             contradicted: dict[str, list[str]] = {}
             for method, verdict in said.items():
                 worse = ", ".join(label(e["metric"]) for e in votes if method in e["worse_than_floor"])
@@ -349,10 +351,11 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
 @pytest.mark.parametrize("page", ["README.md", "reports/README.md"])
 def test_the_still_computing_list_is_what_reports_full_lacks(page):
     """The README's and reports/README.md's list of what reports/full still computes names each incomplete part of
-    its statistics.json ("still computing") and nothing else: a part that completes fails this test until the list
-    drops it."""
+    its statistics.json ("still computing") or of its rows (a table whose methods are all short of the suite's
+    examples) and nothing else: a part that completes fails this test until the list drops it."""
     text = re.sub(r"\s+", " ", (ROOT / page).read_text())
-    said = re.search(r"Still computing in reports/full, left out until complete: (.+?)[.(]", text)
+    said = re.search(r"Still computing in reports/full, left out here until complete \(its report shows the n "
+                     r"reached\): (.+?)[.(]", text)
     assert said, f"{page} no longer says what reports/full still computes"
     computing = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text()).get("still computing", {})
     smollm2, shortcut = "smollm2-135m · sva-linzen", "minilm-l6-sst2-shortcut · sst2-shortcut"
@@ -365,12 +368,23 @@ def test_the_still_computing_list_is_what_reports_full_lacks(page):
                    any(m in methods if methods else m not in ("random_floor", "integrated_gradients") for m in parts)
                    for title, parts in computing.items())
 
+    # a table whose methods all reached fewer examples than the suite's headline is reported at that n, not held
+    # back, yet it is not complete: its rows are short of the headline's
+    from attrbench import load_run
+
+    rows = [r for r in load_run(ROOT / "reports" / "full").records if r["model"] == "smollm2-135m"
+            and r["method"] not in ("random", "random_floor", "integrated_gradients")]
+    planned = max(len(r["values"]) for r in rows if r["eval"] == "naopc")
+
+    def short(evaluation: str) -> bool:
+        return any(len(r["values"]) < planned for r in rows if r["eval"] == evaluation)
+
     listed = {"the random floor of the shortcut suite": lacking(shortcut, methods={"random_floor"}),
               "of SmolLM2's agreement items": lacking(smollm2, methods={"random_floor"}),
-              "SmolLM2's known answers": lacking(smollm2, "ground_truth"),
+              "SmolLM2's known answers": lacking(smollm2, "ground_truth") or short("ground_truth"),
               "axiom": lacking(smollm2, "axioms"), "sanity checks": lacking(smollm2, "randomisation"),
               "converged integrated gradients": lacking(smollm2, methods={"integrated_gradients"}),
-              "signed leave-one-out reference": lacking(smollm2, "faithfulness_corr")}
+              "signed leave-one-out reference": lacking(smollm2, "faithfulness_corr") or short("faithfulness_corr")}
     for phrase, incomplete in listed.items():
         assert (phrase in said[1]) == incomplete, phrase
     for title, parts in computing.items():  # nothing incomplete that the list has no words for
