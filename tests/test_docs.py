@@ -543,7 +543,8 @@ def test_the_test_commands_figures_are_the_recorded_run():
     assert recorded["install_s"] + recorded["tests_s"] == recorded["total_s"]
     readme = flat(README)
     assert (f"the command took {total}: {install} installing and {tests} testing, including the fuzzing suite, the "
-            f"quickstart notebook and the Ray tests; {recorded['passed']:,} pass and {recorded['skipped']} are "
+            f"quickstart notebook, this page's and the plugin guide's Python blocks and the Ray tests; "
+            f"{recorded['passed']:,} pass and {recorded['skipped']} are "
             f"skipped") in readme
     started = flat(DOCS / "getting-started.md")
     assert (f"it took {total}: {install} installing and {tests} testing; {recorded['passed']:,} tests pass and "
