@@ -92,6 +92,20 @@ def _suite_progress(meta: dict, records: list[dict]) -> list[tuple[dict, int, in
     return out
 
 
+def _short_evaluations(suite: dict, records: list[dict]) -> dict[str, tuple[int, int]]:
+    """The evaluations of a suite whose rows so far cover fewer examples than planned (examples, of n): tables that
+    report at the n every method reached, short of the plan (a growing run, not a finished one)."""
+    reached: dict[str, int] = {}
+    for r in records:
+        if (r["model"], r["dataset"]) == (suite["model"], suite_dataset(suite)) and "sample_size" in r:
+            reached[r["eval"]] = max(reached.get(r["eval"], 0), r["sample_size"])
+    out = {}
+    for cell in suite["scoring"]:
+        if 0 < reached.get(cell["eval"], 0) < (cell.get("n") or 0):
+            out[cell["eval"]] = (reached[cell["eval"]], cell["n"])
+    return out
+
+
 def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, dict]] = None) -> Optional[str]:
     """How far each suite is from its planned n, and what the rest would cost at the CPU (or GPU) time per example
     that the runs measured (``example_costs``: shards that computed whole examples); None when every suite is
@@ -100,15 +114,19 @@ def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, di
     a finished suite."""
     suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
     behind = Counter((model, dataset) for model, dataset, _ in held or {})  # evaluations held back per suite
-    if all(scored >= planned and not behind.get((suite["model"], suite_dataset(suite))) for suite, scored, planned, _
-           in suites):
+    short = {(suite["model"], suite_dataset(suite)): _short_evaluations(suite, records) for suite, *_ in suites}
+    if all(scored >= planned and not behind.get(key) and not short[key] for (suite, scored, planned, _), key
+           in zip(suites, short)):
         return None
     parts = []
     for suite, scored, planned, _ in suites:
         key = (suite["model"], suite_dataset(suite))
         late = behind.get(key, 0) if scored >= planned else 0
+        reached = ", ".join(f"{name} on {k:,} of {n:,}" for name, (k, n) in short[key].items()) \
+            if scored >= planned else ""
         parts.append(f"{scored:,} of {planned:,} examples ({suite_title(*key)}" + (
-            f"; {late} evaluation{'s' if late > 1 else ''} still computing)" if late else ")"))
+            f"; {late} evaluation{'s' if late > 1 else ''} still computing" if late else "") + (
+            f"; {reached} examples so far" if reached else "") + ")")
     line = ", ".join(parts)
     measured, unmeasured, left = [], [], 0.0
     for suite, scored, planned, per_example in suites:

@@ -538,6 +538,10 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
         "2 of 2 examples (tiny-gpt2 · sva-generated; 2 evaluations still computing)"
     run_leaderboard(config, tmp_path / "run", progress=False)  # grad_l2 on the 2 examples: every cell complete
     assert write_report(tmp_path / "run")["progress"] is None
+    records, meta = collect(tmp_path / "run")  # an evaluation whose every method covers fewer examples than planned
+    short = [{**r, "sample_size": 1} if r["eval"] == "erasure_aopc" else r for r in records]
+    assert progress_line(meta, short) == \
+        "2 of 2 examples (tiny-gpt2 · sva-generated; erasure_aopc on 1 of 2 examples so far)"
 
 
 def test_checksums_damage_and_other_weights_are_refused(config_file, tmp_path):
