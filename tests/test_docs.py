@@ -54,10 +54,14 @@ def pages() -> list[Path]:
     return sorted(DOCS.rglob("*.md")) + [ROOT / "reports" / "README.md"]
 
 
+def unfenced(text: str) -> str:
+    """The text without its fenced code blocks."""
+    return re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.S | re.M)
+
+
 def prose(text: str) -> str:
     """The text without fenced code blocks and inline code (a link or a word inside code is not prose)."""
-    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", text, flags=re.S | re.M)
-    return re.sub(r"`[^`\n]*`", "", text)
+    return re.sub(r"`[^`\n]*`", "", unfenced(text))
 
 
 def bookkeeping(text: str, history: bool = True) -> list[str]:
@@ -84,7 +88,7 @@ def slug(heading: str) -> str:
 
 def anchors(markdown: Path) -> set[str]:
     """The anchors of a page's headings (outside fenced blocks; a heading's inline code is part of its anchor)."""
-    text = re.sub(r"^(```|~~~).*?^\1[^\n]*$", "", markdown.read_text(encoding="utf-8"), flags=re.S | re.M)
+    text = unfenced(markdown.read_text(encoding="utf-8"))
     return {slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, flags=re.M)}
 
 

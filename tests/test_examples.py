@@ -12,10 +12,10 @@ import pytest
 
 from tests.conftest import has_real_weights
 
-EXAMPLES = Path(__file__).parent.parent / "examples"
-NOTEBOOK = EXAMPLES / "quickstart.ipynb"
-GUIDE = Path(__file__).parent.parent / "docs" / "own-data.md"
 ROOT = Path(__file__).parent.parent
+EXAMPLES = ROOT / "examples"
+NOTEBOOK = EXAMPLES / "quickstart.ipynb"
+GUIDE = ROOT / "docs" / "own-data.md"
 
 
 def _python_blocks(path: Path) -> list[str]:
@@ -200,7 +200,7 @@ def test_the_getting_started_attribution_table_and_residuals_are_what_attrbench_
     and the residuals, map shape and parameters its Python block's comments show."""
     import attrbench
 
-    page = (Path(__file__).parent.parent / "docs" / "getting-started.md").read_text()
+    page = (ROOT / "docs" / "getting-started.md").read_text()
     block = re.search(r"What `attribute` prints for bare MiniLM.+?```\n(.+?)```", page, re.DOTALL)
     assert block, "docs/getting-started.md no longer shows what `attribute` prints"
     header, *lines = block[1].strip().splitlines()

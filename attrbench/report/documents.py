@@ -92,18 +92,13 @@ def _suite_progress(meta: dict, records: list[dict]) -> list[tuple[dict, int, in
     return out
 
 
-def _short_evaluations(suite: dict, records: list[dict]) -> dict[str, tuple[int, int]]:
-    """The evaluations of a suite whose rows so far cover fewer examples than planned (examples, of n): tables that
-    report at the n every method reached, short of the plan (a growing run, not a finished one)."""
-    reached: dict[str, int] = {}
-    for r in records:
-        if (r["model"], r["dataset"]) == (suite["model"], suite_dataset(suite)) and "sample_size" in r:
-            reached[r["eval"]] = max(reached.get(r["eval"], 0), r["sample_size"])
-    out = {}
-    for cell in suite["scoring"]:
-        if 0 < reached.get(cell["eval"], 0) < (cell.get("n") or 0):
-            out[cell["eval"]] = (reached[cell["eval"]], cell["n"])
-    return out
+def _short_evaluations(suite: dict, reached: dict[tuple, int]) -> dict[str, tuple[int, int]]:
+    """The evaluations of a suite whose rows so far cover fewer examples than planned (examples, of n), from the
+    examples each (model, dataset, evaluation) ``reached``: tables that report at the n every method reached, short
+    of the plan (a growing run, not a finished one)."""
+    key = (suite["model"], suite_dataset(suite))
+    return {cell["eval"]: (reached[(*key, cell["eval"])], cell["n"]) for cell in suite["scoring"]
+            if 0 < reached.get((*key, cell["eval"]), 0) < (cell.get("n") or 0)}
 
 
 def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, dict]] = None) -> Optional[str]:
@@ -114,7 +109,12 @@ def progress_line(meta: dict, records: list[dict], held: Optional[dict[tuple, di
     a finished suite."""
     suites, costs, unit = _suite_progress(meta, records), meta.get("example_costs") or {}, cost_unit(costs_kind(meta))
     behind = Counter((model, dataset) for model, dataset, _ in held or {})  # evaluations held back per suite
-    short = {(suite["model"], suite_dataset(suite)): _short_evaluations(suite, records) for suite, *_ in suites}
+    reached: dict[tuple, int] = {}
+    for r in records:
+        if "sample_size" in r:
+            key = (r["model"], r["dataset"], r["eval"])
+            reached[key] = max(reached.get(key, 0), r["sample_size"])
+    short = {(suite["model"], suite_dataset(suite)): _short_evaluations(suite, reached) for suite, *_ in suites}
     if all(scored >= planned and not behind.get(key) and not short[key] for (suite, scored, planned, _), key
            in zip(suites, short)):
         return None

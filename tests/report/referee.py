@@ -57,25 +57,21 @@ def table_values(records: list[dict], model: str, dataset: str, metric: str, lea
     return out
 
 
-def sign_tested(x: dict, y: dict) -> bool:
-    """Whether a pair's verdict is the sign test's: more than half its common examples tied."""
-    d = np.array([x[i] - y[i] for i in x if i in y])
-    return bool(len(d)) and (d == 0).sum() / len(d) > 0.5
-
-
-def test_pair(x: dict, y: dict, higher: bool) -> tuple[float, int, int]:
-    """(p, direction, n): Wilcoxon on the nonzero differences, the sign test where over half are ties."""
+def test_pair(x: dict, y: dict, higher: bool) -> tuple[float, int, int, bool]:
+    """(p, direction, n, sign): Wilcoxon on the nonzero differences, the sign test where over half are ties (``sign``:
+    the sign test's verdict, a pair tied on every example included)."""
     ids = [i for i in x if i in y]
     d = np.array([x[i] - y[i] for i in ids]) * (1 if higher else -1)
     wins, losses = int((d > 0).sum()), int((d < 0).sum())
+    sign = bool(len(d)) and (len(d) - wins - losses) / len(d) > 0.5
     if not wins + losses:
-        return 1.0, 0, len(d)
-    if (len(d) - wins - losses) / len(d) > 0.5:
-        return stats.binomtest(wins, wins + losses).pvalue, int(np.sign(wins - losses)), len(d)
+        return 1.0, 0, len(d), sign
+    if sign:
+        return stats.binomtest(wins, wins + losses).pvalue, int(np.sign(wins - losses)), len(d), sign
     nonzero = d[d != 0]
     ranks = stats.rankdata(np.abs(nonzero))
     direction = int(np.sign(ranks[nonzero > 0].sum() - ranks[nonzero < 0].sum()))
-    return signed_rank_p(tuple(sorted(ranks * np.sign(nonzero)))), direction, len(d)
+    return signed_rank_p(tuple(sorted(ranks * np.sign(nonzero)))), direction, len(d), sign
 
 
 @lru_cache(maxsize=None)
@@ -99,9 +95,9 @@ def verdicts(values: dict[str, dict], higher: bool, floor: dict | None = None, a
     names = list(values)
     pairs = list(combinations(names, 2))
     tested = [test_pair(values[a], values[b], higher) for a, b in pairs]
-    holm = holm_adjusted([p for p, _, _ in tested], alpha) if pairs else []
+    holm = holm_adjusted([p for p, *_ in tested], alpha) if pairs else []
     beaten, separated = {m: set() for m in names}, {}
-    for (a, b), (_, direction, _), p in zip(pairs, tested, holm):
+    for (a, b), (_, direction, *_), p in zip(pairs, tested, holm):
         winner = (a if direction > 0 else b) if p < alpha and direction else None
         separated[frozenset((a, b))] = winner
         if winner:
@@ -109,16 +105,16 @@ def verdicts(values: dict[str, dict], higher: bool, floor: dict | None = None, a
     out = {"top": {m for m in names if not beaten[m]}, "separated": separated, "beats": {
         m: sum(1 for w in separated.values() if w == m) for m in names},
         "p_holm": {frozenset(pair): p for pair, p in zip(pairs, holm)},
-        "pair_n": [n for _, _, n in tested], "sign_pairs": sum(sign_tested(values[a], values[b]) for a, b in pairs)}
+        "pair_n": [n for _, _, n, _ in tested], "sign_pairs": sum(sign for *_, sign in tested)}
     if floor is not None:
         against = [test_pair(values[m], floor, higher) for m in names]
-        adjusted = holm_adjusted([p for p, _, _ in against], alpha)
+        adjusted = holm_adjusted([p for p, *_ in against], alpha)
         out["floor"] = {m: "not separated" if p >= alpha or not direction else "better" if direction > 0 else "worse"
-                        for m, (_, direction, _), p in zip(names, against, adjusted)}
+                        for m, (_, direction, *_), p in zip(names, against, adjusted)}
         out["floor_p_holm"] = dict(zip(names, adjusted))
-        out["floor_n"] = {m: n for m, (_, _, n) in zip(names, against)}
+        out["floor_n"] = {m: n for m, (_, _, n, _) in zip(names, against)}
         out["floor_win_rate"] = {m: win_rate(values[m], floor, higher) for m in names}
-        out["floor_sign"] = sum(sign_tested(values[m], floor) for m in names)
+        out["floor_sign"] = sum(sign for *_, sign in against)
     return out
 
 

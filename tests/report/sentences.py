@@ -22,7 +22,13 @@ FLOOR = referee.FLOOR
 NAME = r"[\w.-]+"  # a method's name
 NUMBER = r"-?\d+(?:\.\d+)?"
 # where a text names Wilcoxon's test, the verdicts the sign test decided (more than half their examples tied)
-SIGN = r"(?:, the sign test on (?:the )?(\d+) (?:pairs?|methods?) tied on more than half (?:its|their) examples)?"
+SIGN = r"(?:, the sign test on (?:the )?\d+ (?:pairs?|methods?) tied on more than half (?:its|their) examples)?"
+
+
+def _signs(body: str) -> int:
+    """How many verdicts a sentence says the sign test decided (0 where it names none)."""
+    said = re.search(r", the sign test on (?:the )?(\d+) ", body)
+    return int(said[1]) if said else 0
 
 
 def _short(name: str) -> str:
@@ -145,9 +151,9 @@ class Report:
         ruling = self.ruling(suite, found[1])
         k = len(ruling["values"])
         assert ruling["evaluation"].family == "ground truth"
-        assert (found[2], int(found[4])) == (self._n(ruling), k * (k - 1) // 2)
-        assert int(found[3] or 0) == ruling["sign_pairs"], (suite, found[3])
-        assert set(found[5].split(", ")) == ruling["top"]
+        assert (found[2], int(found[3])) == (self._n(ruling), k * (k - 1) // 2)
+        assert _signs(body) == ruling["sign_pairs"], suite
+        assert set(found[4].split(", ")) == ruling["top"]
         return True
 
     def rule_floor(self, suite: str, body: str) -> bool:
@@ -157,10 +163,8 @@ class Report:
             r"(?: \(([\w., -]+)\))?(?:; not separated from it: (.+?))?(?:; worse than it: (.+?))?\.", body)
         if not found:
             return False
-        sign = found[3]
-        found = [None, found[1], found[2], *found.groups()[3:]]  # the sign test's count apart, the rest numbered on
         ruling = self.ruling(suite, found[1])
-        assert int(sign or 0) == ruling["floor_sign"], (suite, sign)
+        assert _signs(body) == ruling["floor_sign"], suite
         verdict = ruling["floor"]
         k = len(ruling["values"])
         assert int(found[2]) == max(ruling["floor_n"].values()) and int(found[3]) == int(found[5]) == k
@@ -222,7 +226,7 @@ class Report:
         if not found:
             return False
         ruling = self.ruling(suite, found[1])
-        assert int(found[3] or 0) == ruling["sign_pairs"], (suite, found[3])
+        assert _signs(body) == ruling["sign_pairs"], suite
         assert not any(ruling["separated"].values()) and found[2] == self._n(ruling)
         return True
 
@@ -244,10 +248,8 @@ class Report:
             rf"(?:; ({NAME}) has the best mean in (\d+)% of 1,000 bootstrap resamples)?\.", body)
         if not found:
             return False
-        sign = found[8]
-        found = [None, *found.groups()[:7], *found.groups()[8:]]  # the sign test's count apart, the rest numbered on
         ruling = self.ruling(suite, found[1])
-        assert int(sign or 0) == ruling["sign_pairs"], (suite, sign)
+        assert _signs(body) == ruling["sign_pairs"], suite
         k = len(ruling["values"])
         assert found[2] == self._n(ruling) and int(found[8]) == k * (k - 1) // 2
         if found[3]:

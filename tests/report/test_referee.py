@@ -164,6 +164,17 @@ def _n(table: dict) -> str:
     return f"{low:,}" if low == high else f"{low:,}–{high:,}"
 
 
+def _label(metric: str) -> str:
+    """A metric as the report names it, from "evaluation.metric" or a voting metric's bare key."""
+    from attrbench.registry import EVALS
+    from attrbench.report.tables import robustness_metrics
+
+    if "." not in metric:
+        metric = next(f"{name}.{metric}" for name in EVALS.names()
+                      if metric in (robustness_metrics(EVALS.get(name)) or ()))
+    return _metric_label(metric)
+
+
 def readme_tables(full: dict) -> tuple[list[str], list[str]]:
     """The rows of the README's verdicts table (per suite: the headline's top group and what it beats, how many
     voting metrics put it in their top group and what the others put there, each method's verdict against the
@@ -172,15 +183,7 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
     known-answer table (top group, the headline top's group, methods better than the floor, the metric whose method
     order is most like the known answer with the metrics not separated from it, † where that verdict is within the
     bootstrap's Monte-Carlo error, and the headline metric's tau)."""
-    from attrbench.registry import EVALS
-    from attrbench.report.tables import robustness_metrics
-
-    evaluation = {m: name for name in EVALS.names() for m in (robustness_metrics(EVALS.get(name)) or ())}
     computing = full.get("still computing", {})
-
-    def label(metric: str) -> str:
-        return _metric_label(metric if "." in metric else f"{evaluation[metric]}.{metric}")
-
     verdicts, known = [VERDICTS_HEADER, "|---|---|---|---|---|"], [KNOWN_HEADER, "|---|---|---|---|---|---|---|"]
     for suite, name in README_SUITES.items():
         table = full[f"{suite} · naopc"]
@@ -190,7 +193,7 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
         lead = _code(top) + (f" alone, better than each of the other {table['k'] - 1}"
                              if len(top) == 1 and len(beaten) == table["k"] - 1 else "")
         holds = f"{sum(bool(set(top) & set(e['top'])) for e in votes)} of {len(votes)}" + "".join(
-            f"; {label(e['metric'])}: {_code(e['top'])}" for e in votes if not set(top) & set(e["top"]))
+            f"; {_label(e['metric'])}: {_code(e['top'])}" for e in votes if not set(top) & set(e["top"]))
         if "random_floor" in computing.get(f"{suite} · naopc", {}):
             floor = "still computing"
         else:
@@ -207,7 +210,7 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
             parts += [f"{_code(methods)} {counts}" for counts, methods in alike.items()]
             contradicted: dict[str, list[str]] = {}
             for method, verdict in said.items():
-                worse = ", ".join(label(e["metric"]) for e in votes if method in e["worse_than_floor"])
+                worse = ", ".join(_label(e["metric"]) for e in votes if method in e["worse_than_floor"])
                 if verdict == "better" and worse:
                     contradicted.setdefault(worse, []).append(method)
             parts += [f"{_code(methods)} worse under {worse}" for worse, methods in contradicted.items()]
@@ -224,11 +227,11 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
         where = "; ".join(f"`{m}`: {truth['tier'][m]}" for m in top)
         better = (f"{sum(r['verdict'] == 'better' for r in truth['floor'].values())} of {truth['k']} "
                   f"(n = {truth['floor_summary']['n']})")
-        close = [label(r["metric"]) + ("†" if r["behind_best"]["at_the_edge"] else "")
+        close = [_label(r["metric"]) + ("†" if r["behind_best"]["at_the_edge"] else "")
                  for r in validity[1:] if not r["behind_best"]["separated"]]
         others = len(validity) - 1
         behind = f"not separated from {', '.join(close)}" if close else f"ahead of each of the other {others}"
-        best = f"{label(validity[0]['metric'])}: {_tau(validity[0])}; {behind}"
+        best = f"{_label(validity[0]['metric'])}: {_tau(validity[0])}; {behind}"
         headline = next(r for r in validity if r["metric"] == "naopc.naopc_comprehensiveness")
         known.append(f"| {name} | {_n(truth)} | {group} | {where} | {better} | {best} | {_tau(headline)} |")
     return verdicts, known
@@ -252,12 +255,8 @@ def test_the_readmes_tables_of_findings_are_the_published_statistics():
     flat = re.sub(r"\s+", " ", found)
     named = re.search(r"the (\d+) faithfulness metrics that vote \((.+?);", flat)
     assert named, "the README no longer names the metrics its tables count"
-    from attrbench.registry import EVALS
-    from attrbench.report.tables import robustness_metrics
-
-    evaluation = {m: name for name in EVALS.names() for m in (robustness_metrics(EVALS.get(name)) or ())}
     assert int(named[1]) == len(votes)
-    assert named[2].split(", ") == [_metric_label(f"{evaluation[m]}.{m}") for m in votes]
+    assert named[2].split(", ") == [_label(m) for m in votes]
     # "by Wilcoxon signed-rank (the sign test where ties are more than half the examples)": every pair and floor
     # verdict of the tables' statistics, read off its wins, ties and losses
     from attrbench.ops.verdicts import TIES_DOMINATE
