@@ -427,3 +427,29 @@ def test_attention_flows_costs_are_the_recorded_ones():
     assert [(f"{r['seconds']:.3f}", str(r["tokens"])) for r in rows] == list(zip(pairs[::2], pairs[1::2]))
     assert (f"{rows[0]['networkx_seconds']:.1f}", str(rows[0]["tokens"])) == (said[7], said[8])
     assert rows[0]["largest_difference"] < 1e-6
+
+
+def test_batched_and_one_at_a_time_on_real_weights_are_the_recorded_run():
+    """The real-weights batching paragraph is benchmarks/results/batched-methods-minilm-sst2-cpu.json: batched
+    within the method's padding (the run's divided by its rows per text) against one at a time, the whole budget
+    and no bound; batching changes no score beyond float32 rounding."""
+    rec = record("batched-methods-minilm-sst2-cpu.json")
+    rows = {r["method"]: r for r in rec["rows"]}
+    assert rec["pad tokens"] == 64 and all(r["largest relative difference"] < 1e-5 for r in rows.values())
+    text = page()
+    names = {"grad_x_input": "gradient × input took", "integrated_gradients": "integrated gradients",
+             "smooth_grad": "SmoothGrad", "gradient_shap": "GradientShap", "shapley_sampling": "Shapley sampling"}
+    for name, words in names.items():
+        r = rows[name]
+        assert f"{words} {fixed(r['batched s'], 2)} / {fixed(r['one at a time s'], 2)} s" in text, name
+    padded = [rows[name] for name in ("integrated_gradients", "smooth_grad", "gradient_shap")]
+    assert (f"integrated gradients took {fixed(padded[0]['whole padding budget s'], 2)} s, SmoothGrad "
+            f"{fixed(padded[1]['whole padding budget s'], 2)} s and GradientShap "
+            f"{fixed(padded[2]['whole padding budget s'], 2)} s") in text
+    longer = [r["whole padding budget s"] / r["one at a time s"] - 1 for r in padded]
+    assert f"{round(100 * min(longer))} to {round(100 * max(longer))} % longer than one at a time" in text
+    assert f"padded to the longest text {', '.join(fixed(r['padded to the longest s'], 2) for r in padded[:2])} " \
+           f"and {fixed(padded[2]['padded to the longest s'], 2)} s" in text
+    assert all(r["batched s"] < r["whole padding budget s"] < r["padded to the longest s"] for r in padded)
+    assert (rows["integrated_gradients"]["rows per text"], rows["smooth_grad"]["rows per text"]) == (50, 128)
+    assert f"({rows['shapley_sampling']['texts']} sentences)" in text

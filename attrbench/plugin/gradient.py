@@ -140,8 +140,18 @@ class GradientMethod(Method):
                             {"dtype": str(adapter.dtype).replace("torch.", ""), "truncated": batch.truncated[b],
                              **meta})
 
+    def rows_per_text(self) -> int:
+        """The model rows one text sends through in one call: its ``n_samples`` copies times its ``n_steps`` path
+        points where it has them (Integrated Gradients: 50), else one."""
+        values = self.get_params()
+        return int(values.get("n_samples", 1)) * int(values.get("n_steps", 1))
+
     def groups(self, adapter, lengths: Sequence[int]) -> list[list[int]]:
-        """The texts attributed together: one at a time unless ``pads``, else :meth:`batches` of ``batch_tokens``."""
+        """The texts attributed together: one at a time unless ``pads``, else :meth:`batches` of ``batch_tokens``.
+        A batch's padding is computed once per row, and a text that joins a batch saves about one call, which costs
+        what ``pad_tokens`` tokens do: so a method that sends many rows per text may pad that budget divided by its
+        rows (the whole budget made Integrated Gradients, SmoothGrad and GradientShap slower than one text at a time
+        on 2 CPU cores: ``benchmarks/bench_batched_methods.py``, docs/performance.md)."""
         if not self.pads:
             return [[b] for b in range(len(lengths))]
-        return self.batches(adapter, lengths, self.batch_tokens)
+        return self.batches(adapter, lengths, self.batch_tokens, self.pad_tokens // self.rows_per_text())

@@ -151,10 +151,13 @@ class Method(Configurable):
         sized.batch_tokens, sized.pad_tokens = max(1, batch_tokens // 4), pad_tokens
         return sized
 
-    def batches(self, adapter, lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
-        """Length-sorted batches of at most ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` padding
-        (on a CPU a padded token costs what a real one does). A decoder read by a sequence-classification head takes
-        equal lengths only: given embeddings, it pools the last position, which padding would move."""
+    def batches(self, adapter, lengths: Sequence[int], batch_tokens: int,
+                pad_tokens: Optional[int] = None) -> list[list[int]]:
+        """Length-sorted batches of at most ``batch_tokens`` padded tokens, of which at most ``pad_tokens`` (default:
+        the method's) padding (on a CPU a padded token costs what a real one does). A decoder read by a
+        sequence-classification head takes equal lengths only: given embeddings, it pools the last position, which
+        padding would move."""
+        pad_tokens = self.pad_tokens if pad_tokens is None else pad_tokens
         order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
         equal_only = adapter.causal and head_kind(adapter) == "classifier"
         out: list[list[int]] = []
@@ -162,7 +165,7 @@ class Method(Configurable):
         for b in order:
             last = out[-1] if out else None
             more = padding + len(last) * (lengths[b] - lengths[last[-1]]) if last else 0  # the shorter rows pad up
-            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= self.pad_tokens and (
+            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= pad_tokens and (
                     not equal_only or lengths[last[0]] == lengths[b]):
                 last.append(b)
                 padding = more

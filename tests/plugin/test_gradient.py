@@ -114,6 +114,28 @@ def test_a_method_within_a_devices_budget_is_a_sized_copy():
         ADAPTERS["tiny-bert"], [30] * 40)) == 2
 
 
+def test_a_method_that_sends_many_rows_per_text_pads_its_batches_that_much_less():
+    """A batch's padding is computed once per row: grad_x_input (one row per text) may pad a batch with the whole
+    budget, Integrated Gradients (n_steps rows per text) with the budget divided by n_steps, and SmoothGrad by its
+    copies times their steps."""
+    adapter, lengths = ADAPTERS["tiny-bert"], [10, 12, 14, 20, 21, 40]
+
+    def padding(method):
+        return [sum(max(lengths[b] for b in group) - lengths[b] for b in group)
+                for group in method.groups(adapter, lengths)]
+
+    plain = METHODS.get("grad_x_input").within(4096, 64)
+    assert plain.rows_per_text() == 1 and max(padding(plain)) > 1 and max(padding(plain)) <= 64
+    ig = METHODS.get("integrated_gradients").within(4096, 64)
+    assert ig.rows_per_text() == 50 and max(padding(ig)) <= 64 // 50
+    assert len(ig.groups(adapter, lengths)) > len(plain.groups(adapter, lengths))
+    assert METHODS.get("integrated_gradients").with_params(n_steps=16).within(4096, 64).rows_per_text() == 16
+    smooth = METHODS.get("smooth_grad")
+    assert smooth.rows_per_text() == smooth.get_params()["n_samples"] * smooth.get_params()["n_steps"]
+    wide = METHODS.get("integrated_gradients").within(4096, 3200)  # CUDA's budget: 64 tokens a batch for IG
+    assert max(padding(wide)) > 1 and max(padding(wide)) <= 3200 // 50
+
+
 @pytest.mark.parametrize("name", ["alti", "value_zeroing"])
 def test_a_decomposition_or_value_zeroing_batch_too_large_for_the_device_is_halved(name, monkeypatch):
     """Batches of the decomposition wrappers and Value Zeroing's clean passes, like the gradient methods', halve on
