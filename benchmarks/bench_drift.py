@@ -2,19 +2,23 @@
 fastest of repeated runs.
 
     python benchmarks/bench_drift.py [--model minilm-l6-sst2] [--length 31] [--batches 14] [--threads T]
-                                     [--note TEXT] [--json OUT.json]
+                                     [--spinner] [--note TEXT] [--json OUT.json]
 
 One batch of distinct inputs of ``--length`` tokens, as many as the CPU batch budget holds (``RunOptions``: 4,096
 tokens, so 132 of 31 tokens), drawn from the model's vocabulary, goes through the batcher ``--batches`` times, each
 time through a fresh batcher (no cache), after one warm-up pass. Recorded: each pass's seconds, the fastest and the
 slowest, the torch threads (default: what a run takes, :func:`attrbench.ops.environment.free_threads`) and the
 tasks of other processes running at the start (:func:`attrbench.ops.environment.busy_elsewhere`), and ``--note``
-(what else the machine was doing).
+(what else the machine was doing). ``--spinner`` runs the passes beside a process of this script that spins on one
+core throughout (a machine shared with other work, reproducibly): what torch's threads cost when one of them
+shares its core (docs/performance.md).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +35,27 @@ def main() -> None:
     parser.add_argument("--length", type=int, default=31)
     parser.add_argument("--batches", type=int, default=14)
     parser.add_argument("--threads", type=int, help="torch threads (default: what a run takes)")
+    parser.add_argument("--spinner", action="store_true", help="beside a process spinning on one core")
     parser.add_argument("--note", help="what else the machine was doing, kept in the record")
     parser.add_argument("--json")
     args = parser.parse_args()
+    spinner = multiprocessing.Process(target=spin, daemon=True) if args.spinner else None
+    if spinner is not None:
+        spinner.start()
+        time.sleep(1.0)  # running before the threads are chosen, as other work would be
+    try:
+        measured(args)
+    finally:
+        if spinner is not None:
+            spinner.terminate()
+
+
+def spin() -> None:
+    while True:
+        pass
+
+
+def measured(args) -> None:
     machine = take_threads(args.threads)
     adapter = load_model(args.model)
     rows = DEFAULT_BATCH_TOKENS["cpu"] // args.length
@@ -43,7 +65,8 @@ def main() -> None:
     seconds = [one_pass(adapter, readout, sequences) for _ in range(args.batches)]
     result = {"model": args.model, "device": "cpu", **machine, "inputs": rows, "tokens": args.length,
               "batches": args.batches, "seconds": seconds, "fastest s": min(seconds), "slowest s": max(seconds),
-              "slowest / fastest": max(seconds) / min(seconds), **({"note": args.note} if args.note else {})}
+              "slowest / fastest": max(seconds) / min(seconds), "spinner": args.spinner,
+              **({"note": args.note} if args.note else {})}
     print(f"{args.batches} identical batches of {rows} inputs of {args.length} tokens ({args.model}, "
           f"{machine['threads']} thread(s), {machine['busy elsewhere']} other tasks running): {min(seconds):.2f} to "
           f"{max(seconds):.2f} s", flush=True)

@@ -257,9 +257,9 @@ def test_the_methods_pages_precision_bounds_are_what_the_method_tests_assert():
 
     text = flat(DOCS / "methods.md")
     for phrase in (
-            f"networkx's Edmonds-Karp (the authors' solver) to {e(NETWORKX)} and scipy's max flow on the same graph "
-            f"(integer capacities) to {e(SCIPY)}",
-            f"equal to networkx's (the authors' solver) to {e(NETWORKX)}.",
+            f"networkx's Edmonds-Karp (the authors' solver) to {e(NETWORKX)} in float64 and scipy's max flow on the "
+            f"same graph (integer capacities) to {e(SCIPY)}",
+            f"equal to networkx's (the authors' solver) to {e(NETWORKX)} in float64 on the tiny models.",
             f"conservation on all six tiny architectures, to {e(CONSERVATION['float64'])} in float64 (LLaMA "
             f"{e(CONSERVATION['tiny-llama'])})",
             f"There it equals ours to {e(LXT['tiny-gpt2'])} (GPT-2) and {e(LXT['tiny-llama'])} (LLaMA",

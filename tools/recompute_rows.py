@@ -1,12 +1,13 @@
 """Maintainers: recompute some of a published run's rows with this engine and compare them with the published ones.
 
-    python tools/recompute_rows.py reports/default [--suites 0,1] [--examples 2]
+    python tools/recompute_rows.py reports/default [--suites 0,1] [--examples 2] [--json OUT.json]
 
 Copies the run's store (not its shared-work cache, so every attribution and model output is computed anew),
 deletes the rows of the first ``--examples`` examples (in sampling order) of each chosen suite, every scoring
 evaluation but timing (which measures the machine), recomputes exactly those, and compares them with the
 published rows number by number (equal within 1e-6 + 1e-4 × |value|). A change to how the engine computes (batching,
-devices) must leave a published run's rows as they were, to float tolerance.
+devices) must leave a published run's rows as they were, to float tolerance. ``--json`` keeps the comparison, with
+the commit and the machine, as a record.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
 
 from bench_proxy import payload_gap  # noqa: E402
+from bench_readme_python import write_record  # noqa: E402
 
 from attrbench.models.zoo import cache_dir  # noqa: E402
 from attrbench.runtime.options import RunOptions  # noqa: E402
@@ -33,6 +35,7 @@ def main() -> None:
     parser.add_argument("run")
     parser.add_argument("--suites", default="0", help="suite indices, comma-separated (default 0)")
     parser.add_argument("--examples", type=int, default=2)
+    parser.add_argument("--json", help="write the comparison here as a record")
     args = parser.parse_args()
     published = run_store(Path(args.run), cache_dir())
     if published is None or published.suffix != ".sqlite":
@@ -58,6 +61,7 @@ def main() -> None:
             only.append(cells)
         began = time.perf_counter()
         done = pipeline.execute(plans, only=only)
+        seconds = time.perf_counter() - began
         after = store.get(list(before))
         store.close()
     differing, largest = [], (0.0, "")
@@ -67,9 +71,15 @@ def main() -> None:
             differing.append(key)
         largest = max(largest, tuple(gap))
     print(f"{len(before)} published rows of suites {args.suites} ({args.examples} examples each) recomputed in "
-          f"{time.perf_counter() - began:.0f} s ({done['attributions']} attributions, {done['model_rows']} model "
+          f"{seconds:.0f} s ({done['attributions']} attributions, {done['model_rows']} model "
           f"inputs); {len(after)} stored again; {len(differing)} differ beyond 1e-6 + 1e-4 × |value| (largest "
           f"difference {largest[0]:.2e} at {largest[1] or '-'})")
+    if args.json:
+        write_record(args.json, {
+            "command": f"python tools/recompute_rows.py {args.run} --suites {args.suites} --examples {args.examples}",
+            "suites": sorted(chosen), "examples": args.examples, "rows": len(before), "stored again": len(after),
+            "differing": len(differing), "largest difference": largest[0], "at": largest[1], "seconds": seconds,
+            "attributions": done["attributions"], "model inputs": done["model_rows"]})
     sys.exit(1 if differing or len(after) != len(before) else 0)
 
 

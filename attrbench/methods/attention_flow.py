@@ -12,9 +12,9 @@ MiniLM's attention graphs of Linzen items (6 layers, 2 CPU cores; the fastest of
 a text takes 0.018 s at 25 tokens, 0.034 s at 54 and 0.061 s at 69, the model's forward pass included, where
 networkx's Edmonds-Karp takes 4.2 s at 25 (benchmarks/results/attention-flow-cpu.json, ``python
 benchmarks/bench_attention_flow.py``). Dinic's worst case grows with the square of the nodes times the edges, so
-``max_tokens`` (128; every shipped dataset fits, the longest Linzen item having 69 MiniLM tokens) bounds the
-graph: a longer text is refused, not approximated, and a run's plan checks its sample against the limit before
-any work.
+``max_tokens`` (128; every shipped dataset fits, its longest text having 101 MiniLM tokens, a Linzen item, and 61
+SmolLM2 tokens) bounds the graph: a longer text is refused, not approximated, and a run's plan checks its sample
+against the limit before any work.
 """
 import numpy as np
 

