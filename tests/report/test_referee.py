@@ -314,27 +314,34 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
 
 
 def test_the_readmes_axiom_finding_is_the_published_rows():
-    """The README's sentence on reports/full's axiom checks on the three MiniLM suites, recomputed with numpy from the
+    """The README's sentences on reports/full's axiom checks on its four ranked suites, recomputed with numpy from the
     rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
-    counts and median residuals, the others at or above it on each; the report's own findings name the same cells."""
+    counts and median residuals, the others at or above it on each; the report's own findings name the same cells;
+    integrated gradients' count on SmolLM2, its tolerance, cap and baseline are those of its published rows and of
+    the method's defaults."""
     import numpy as np
 
     from attrbench import load_run
     from attrbench.evals.axioms import Axioms
+    from attrbench.plugin import METHODS
 
     text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
     said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences, all ([\d,]+) "
-                     r"agreement items and all ([\d,]+) shortcut examples: `(\w+)` meets its (\w+) on (\d+), (\d+) "
-                     r"and (\d+) of them \(median relative residual ([\d.]+), ([\d.]+) and ([\d.]+);.+?; (.+?) meet "
-                     r"theirs on at least (\d+) % of each\.", text)
-    assert said, "the README no longer says what reports/full's axiom checks found on the MiniLM suites"
-    assert float(said[13]) / 100 == Axioms.check_share
-    method, axiom, others = said[4], said[5], set(re.findall(r"`(\w+)`", said[12]))
+                     r"agreement items and all ([\d,]+) shortcut examples, and on SmolLM2's ([\d,]+) agreement items: "
+                     r"`(\w+)` meets its (\w+) on (\d+), (\d+), (\d+) and (\d+) of them \(median relative residual "
+                     r"([\d.]+), ([\d.]+), ([\d.]+) and ([\d.]+);.+?; (.+?) meet theirs on at least (\d+) % of each\. "
+                     r"Integrated gradients meets its completeness \(a gap of at most ([\d.]+)\) on (\d+) of "
+                     r"SmolLM2's (\d+) items by adaptive steps from the (\w+) baseline \(up to ([\d,]+) gradient "
+                     r"evaluations per item\)", text)
+    assert said, "the README no longer says what reports/full's axiom checks found"
+    assert float(said[16]) / 100 == Axioms.check_share
+    method, axiom, others = said[5], said[6], set(re.findall(r"`(\w+)`", said[15]))
     findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
     records = load_run(ROOT / "reports" / "full").records
-    suites = (("minilm-l6-sst2", "sst2"), ("minilm-l6-sva", "sva-linzen"), ("minilm-l6-sst2-shortcut", "sst2-shortcut"))
+    suites = (("minilm-l6-sst2", "sst2"), ("minilm-l6-sva", "sva-linzen"), ("minilm-l6-sst2-shortcut", "sst2-shortcut"),
+              ("smollm2-135m", "sva-linzen"))
     for i, (model, suite) in enumerate(suites):
-        n, met, residual = said[1 + i], said[6 + i], said[9 + i]
+        n, met, residual = said[1 + i], said[7 + i], said[11 + i]
         rows = {(r["method"], r["metric"]): r for r in records
                 if r["eval"] == "axioms" and r["model"] == model and r["dataset"] == suite}
         passes = {m: [v for v in r["values"] if v is not None] for (m, metric), r in rows.items() if metric == "passes"}
@@ -345,6 +352,13 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
         assert f"{np.median(rows[(method, 'residual')]['values']):.2g}" == residual, model
         assert others == set(passes) - failing, model
         assert f"{model} · {suite}: {method} meets its {axiom} axiom" in findings
+    ig = next(r for r in records if (r["eval"], r["model"], r["method"], r["metric"]) ==
+              ("axioms", "smollm2-135m", "integrated_gradients", "passes"))
+    assert (int(sum(ig["values"])), len(ig["values"])) == (int(said[18]), int(said[19]))
+    assert ig["axiom"] == "completeness" and ig["tolerance"] == float(said[17])
+    defaults = METHODS.get("integrated_gradients").get_params()
+    assert (defaults["tolerance"], defaults["baseline"], defaults["max_steps"]) == (
+        float(said[17]), said[20], int(said[21].replace(",", "")))
 
 
 @pytest.mark.parametrize("page", ["README.md", "reports/README.md"])
@@ -360,10 +374,11 @@ def test_the_still_computing_list_is_what_reports_full_lacks(page):
     smollm2, shortcut = "smollm2-135m · sva-linzen", "minilm-l6-sst2-shortcut · sst2-shortcut"
     assert {title.rsplit(" · ", 1)[0] for title in computing} <= {smollm2, shortcut}, "another suite is incomplete"
 
-    def lacking(suite: str, evaluation: str = "", methods=None) -> bool:
-        """Whether some table of ``suite`` (or its ``evaluation``) lacks rows of ``methods`` (None: any method but
-        the floor and integrated gradients, which the list names apart)."""
+    def lacking(suite: str, evaluation: str = "", methods=None, besides: str = "") -> bool:
+        """Whether some table of ``suite`` (or its ``evaluation``; not its ``besides``) lacks rows of ``methods``
+        (None: any method but the floor and integrated gradients, which the list names apart)."""
         return any(title.startswith(suite) and title.endswith(evaluation) and
+                   not (besides and title.endswith(besides)) and
                    any(m in methods if methods else m not in ("random_floor", "integrated_gradients") for m in parts)
                    for title, parts in computing.items())
 
@@ -382,7 +397,8 @@ def test_the_still_computing_list_is_what_reports_full_lacks(page):
               "of SmolLM2's agreement items": lacking(smollm2, methods={"random_floor"}),
               "SmolLM2's known answers": lacking(smollm2, "ground_truth") or short("ground_truth"),
               "axiom": lacking(smollm2, "axioms"), "sanity checks": lacking(smollm2, "randomisation"),
-              "converged integrated gradients": lacking(smollm2, methods={"integrated_gradients"}),
+              "converged integrated gradients": lacking(smollm2, methods={"integrated_gradients"},
+                                                         besides="randomisation"),  # the sanity check's
               "signed leave-one-out reference": lacking(smollm2, "faithfulness_corr") or short("faithfulness_corr")}
     for phrase, incomplete in listed.items():
         assert (phrase in said[1]) == incomplete, phrase
