@@ -498,17 +498,30 @@ def _notes(evaluation, group: list[dict]) -> str:
         out += f"; derived: {evaluation.derived} (not counted as a metric of its own)"
     beam = next((r for r in group if "examples_with_beam_bounds" in r), None)
     if beam is not None:
-        broken = {r["method"]: r["beam_bounds_broken"] for r in group if r.get("beam_bounds_broken")}
         out += (f"; bounds from a beam on {beam['examples_with_beam_bounds']} examples (widths "
                 f"{', '.join(map(str, beam['beam_widths'])) or '–'}, {beam['beam_not_converged']} not converged), "
                 "exact on the rest; orderings that beat a beam bound widened it: "
-                + (", ".join(f"{m} on {k}" for m, k in broken.items()) or "none did"))
+                + (_per_metric(group, "beam_bounds_broken") or "none did"))
+        rounded = [r for r in group if r.get("exact_bounds_passed")]
+        if rounded:
+            out += (f"; exact bounds passed by rounding (at most {max(r['exact_bounds_excess'] for r in rounded):.1e}"
+                    "), widened alike: " + _per_metric(group, "exact_bounds_passed"))
     passed = next((r["skipped_same_contrast"] for r in group if r.get("skipped_same_contrast")), None)
     if passed:
         out += f"; passed over (a contrast of one token with itself): {', '.join(passed)}"
     if any(r.get("published") for r in group):
         out += "; published: " + ", ".join(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
     return out
+
+
+def _per_metric(group: list[dict], field: str) -> str:
+    """Each metric's methods with a nonzero count ``field`` (a count per example set, one per metric): "by
+    naopc_comprehensiveness: a on 1, b on 3; by naopc_sufficiency: a on 2"; empty where none has one."""
+    counted: dict[str, list[str]] = {}
+    for r in group:
+        if r.get(field):
+            counted.setdefault(r["metric"], []).append(f"{r['method']} on {r[field]}")
+    return "; ".join(f"by {metric}: {', '.join(methods)}" for metric, methods in counted.items())
 
 
 def cost_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:

@@ -85,6 +85,14 @@ def test_naopc_renormalises_when_a_method_beats_the_beam(tiny_models):
                                                    "search": "exact"}])
     assert exact["other"]["naopc_comprehensiveness"]["bounds"][0] == [exact_low, exact_high]
     assert exact["other"]["naopc_comprehensiveness"]["beam_bounds_broken"] == 0
+    # past an exact bound only by rounding (outputs batched differently from the search's): counted apart from beam
+    # breaks, with its size, and widened alike
+    rounded = {**other, "aopc_comprehensiveness": exact_high + 2e-7}
+    passed = naopc.summarise({"rounded": [rounded]}, [{"m": perturbations.m, "bounds": [exact_low, exact_high],
+                                                       "search": "exact"}])["rounded"]["naopc_comprehensiveness"]
+    assert (passed["beam_bounds_broken"], passed["exact_bounds_passed"]) == (0, 1)
+    assert passed["exact_bounds_excess"] == pytest.approx(2e-7) and passed["values"] == [pytest.approx(1.0)]
+    assert out["winner"]["naopc_comprehensiveness"]["exact_bounds_passed"] == 0  # a beam break is not rounding
 
 
 class _Toy(Perturbations):

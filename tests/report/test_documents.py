@@ -230,7 +230,8 @@ def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
 def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is_not_a_vote():
     """Soft-NC undefined for every method on an example (zeroing every embedding does not lower p) and exactly 1 on
     many cells (clipped) are explained in the table's note, not only counted; π-Soft-NC, a control of Soft-NC, is
-    shown in the robustness panel and not counted as a vote."""
+    shown in the robustness panel and not counted as a vote. NAOPC's note gives each metric's own count of orderings
+    that beat a beam bound, and apart from them exact bounds passed by rounding, with the largest excess."""
     import numpy as np
 
     from attrbench.ops.stats import interval, summary
@@ -254,7 +255,20 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
                 records.append(record(eval_name, method, metric, values))
     for k, method in enumerate(("alti", "lime", "saliency")):  # a known answer found: 1 is the answer, said so
         records.append(record("ground_truth", method, "mrr", [1.0 if i < 20 else 1 / (2 + k) for i in range(30)]))
+    beam = {"examples_with_beam_bounds": 9, "beam_widths": [10], "beam_not_converged": 4}
+    counts = {("alti", "naopc_comprehensiveness"): (1, 0), ("alti", "naopc_sufficiency"): (2, 0),
+              ("lime", "naopc_comprehensiveness"): (0, 3), ("saliency", "naopc_sufficiency"): (0, 1)}
+    for k, method in enumerate(("alti", "lime", "saliency")):
+        for metric in ("naopc_comprehensiveness", "naopc_sufficiency"):
+            broken, passed = counts.get((method, metric), (0, 0))
+            records.append({**record("naopc", method, metric, [float(rng.uniform(0.2 * k, 0.9)) for _ in ids]),
+                            **beam, "beam_bounds_broken": broken, "exact_bounds_passed": passed,
+                            "exact_bounds_excess": 1.9e-6 if method == "lime" else 4e-7 * passed})
     tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
+    assert ("bounds from a beam on 9 examples (widths 10, 4 not converged), exact on the rest; orderings that beat a "
+            "beam bound widened it: by naopc_comprehensiveness: alti on 1; by naopc_sufficiency: alti on 2; exact "
+            "bounds passed by rounding (at most 1.9e-06), widened alike: by naopc_comprehensiveness: lime on 3; by "
+            "naopc_sufficiency: saliency on 1") in tables["naopc"].note
     assert ("mrr is exactly 1 (its upper bound) on 67% of method × example cells (the method's top feature is "
             "evidence)") in tables["ground_truth"].note
     note = tables["soft_erasure"].note
@@ -265,7 +279,7 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
     # two metrics: the undefined count is per example under any of them, and its header says so
     assert list(tables["soft_erasure"].frame["undefined (any metric)"]) == [2, 2, 2]
     assert "undefined" not in tables["soft_erasure"].frame
-    frame, _ = robustness_table(robustness(list(tables.values())))
+    frame, _ = robustness_table(robustness([t for name, t in tables.items() if name != "naopc"]))
     assert list(frame["metric"]) == ["Soft-NC", "Soft-NS", "π-Soft-NC (a control, not a vote)"]
 
 
