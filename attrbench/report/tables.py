@@ -348,11 +348,13 @@ def table_group(statistics: dict, method: str) -> str:
 
 
 def floor_cell(statistics: dict, method: str) -> str:
-    """A method's verdict against the random floor, with its win rate (or '' where there is no floor)."""
+    """A method's verdict against the random floor, with its win rate (or '' where there is no floor), and the
+    paired examples it rests on where they are fewer than the table's (a floor computed on the first examples)."""
     row = (statistics.get("floor") or {}).get(method)
     if row is None:
         return ""
-    rate = "" if row["win_rate"] is None else f" ({row['win_rate']:.0%} wins)"
+    fewer = f", n = {row['n']}" if row.get("n") is not None and row["n"] < statistics.get("n", row["n"]) else ""
+    rate = "" if row["win_rate"] is None else f" ({row['win_rate']:.0%} wins{fewer})"
     return f"{row['verdict']}{rate}"
 
 

@@ -214,9 +214,16 @@ def test_a_pair_the_signed_ranks_separate_but_its_mean_does_not_is_said_to_be():
 
 def test_a_floor_too_few_examples_can_judge_is_not_reported_as_a_verdict():
     """Below the examples a method needs to be separated from the floor at all (minimum_floor_n: 2/2^n under
-    alpha / k), the floor sentence says so instead of listing every method as not separated from it."""
+    alpha / k), the floor sentence says so instead of listing every method as not separated from it; a table's
+    verdict against a floor computed on fewer examples than the table's says on how many."""
     from attrbench.ops.stats import minimum_floor_n
     from attrbench.report.documents import findings
+    from attrbench.report.tables import floor_cell
+
+    sampled = {"n": 295, "floor": {"a": {"n": 97, "verdict": "better", "win_rate": 0.93},
+                                   "b": {"n": 295, "verdict": "not separated", "win_rate": 0.5}}}
+    assert (floor_cell(sampled, "a"), floor_cell(sampled, "b")) == ("better (93% wins, n = 97)",
+                                                                    "not separated (50% wins)")
 
     assert minimum_floor_n(3) == 7
     few = findings(*_suite({"best": 0.9, "mid": 0.5, "low": 0.45}, n=6), {})
