@@ -25,7 +25,7 @@ import pandas as pd
 from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
-from ..ops.verdicts import ALPHA, FLOOR, best_frequency, format_p
+from ..ops.verdicts import ALIAS_TOLERANCE, ALPHA, FLOOR, best_frequency, format_p
 from ..registry import EVALS
 from ..runtime.pipeline import collect, costs_kind, suite_dataset
 from ..runtime.store import is_run_folder
@@ -406,8 +406,9 @@ def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement:
         votes = [entry for entry in panel if entry["vote"]]
         if stats.get("aliases"):
             for kept, others in stats["aliases"].items():
-                out.append(f"{name}: {', '.join(others)} and {kept} give the same scores on every example and "
-                           f"metric of this suite: one behaviour, one row ({kept}).")
+                out.append(f"{name}: {', '.join(others)} and {kept} give the same scores (to {ALIAS_TOLERANCE:g} "
+                           "relative, float32's precision) on every example and metric of this suite: one behaviour, "
+                           f"one row ({kept}).")
         out += _check_finding(name, own_checks(records, model, dataset), _checks_computing(held, model, dataset))
         if stats["verdict"] == "n too small to rank":
             out.append(f"{name}: at most {stats['pair_n'][1] if stats.get('pair_n') else 0} examples per pair are "

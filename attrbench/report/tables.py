@@ -36,6 +36,7 @@ from ..ops.stats import (
     required_n,
 )
 from ..ops.verdicts import (
+    ALIAS_TOLERANCE,
     ALPHA,
     BAYES_DRAWS,
     FLOOR,
@@ -411,8 +412,9 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
 
 
 def aliases_note(merged: dict[str, list[str]]) -> str:
-    return ("one row per behaviour: " + "; ".join(f"{', '.join(v)} gave the same scores as {m} on every example "
-                                                  "and metric of this suite" for m, v in merged.items()))
+    return ("one row per behaviour: " + "; ".join(f"{', '.join(v)} gave the same scores as {m} (to "
+                                                  f"{ALIAS_TOLERANCE:g} relative) on every example and metric of "
+                                                  "this suite" for m, v in merged.items()))
 
 
 def undefined_per_method(group: list[dict]) -> dict[str, int]:

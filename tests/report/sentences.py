@@ -231,12 +231,14 @@ class Report:
         return True
 
     def rule_aliases(self, suite: str, body: str) -> bool:
-        found = re.fullmatch(rf": (.+) and ({NAME}) give the same scores on every example and metric of this suite: "
-                             rf"one behaviour, one row \(({NAME})\)\.", body)
+        found = re.fullmatch(rf": (.+) and ({NAME}) give the same scores \(to ([\d.e-]+) relative, float32's "
+                             rf"precision\) on every example and metric of this suite: one behaviour, one row "
+                             rf"\(({NAME})\)\.", body)
         if not found:
             return False
-        assert found[2] == found[3]
-        kept = {m for m, k in self.aliases(suite).items() if k == found[3]}
+        assert found[2] == found[4]
+        kept = {m for m, k in referee.aliases(self.records, *self.suites[suite], float(found[3])).items()
+                if k == found[4]}
         assert set(found[1].split(", ")) == kept, (suite, found[3])
         return True
 
