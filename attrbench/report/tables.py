@@ -52,6 +52,7 @@ from ..ops.verdicts import (
 from ..registry import EVALS
 from ..runtime.pipeline import suite_dataset
 
+ROUNDING = 1e-5  # an AOPC passing an exact bound by at most this is float32 rounding of the same outputs
 CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t, clipped to the metric's possible range)"
 RANK_NOTE = (f"group: from pairwise tests (Wilcoxon signed-rank on each pair's common examples, the sign test where "
              f"ties dominate, Holm-corrected over the table's pairs, alpha {ALPHA}): group 1 holds the methods no "
@@ -506,10 +507,12 @@ def _notes(evaluation, group: list[dict]) -> str:
                 f"{', '.join(map(str, beam['beam_widths'])) or '–'}, {beam['beam_not_converged']} not converged), "
                 "exact on the rest; orderings that beat a beam bound widened it: "
                 + (_per_metric(group, "beam_bounds_broken") or "none did"))
-        rounded = [r for r in group if r.get("exact_bounds_passed")]
-        if rounded:
-            out += (f"; exact bounds passed by rounding (at most {max(r['exact_bounds_excess'] for r in rounded):.1e}"
-                    "), widened alike: " + _per_metric(group, "exact_bounds_passed"))
+        passed = [r for r in group if r.get("exact_bounds_passed")]
+        if passed:
+            most = max(r["exact_bounds_excess"] for r in passed)
+            why = "by rounding" if most <= ROUNDING else "by more than rounding, which no ordering can"
+            out += (f"; exact bounds passed {why} (at most {most:.1e}), widened alike: "
+                    + _per_metric(group, "exact_bounds_passed"))
     passed = next((r["skipped_same_contrast"] for r in group if r.get("skipped_same_contrast")), None)
     if passed:
         out += f"; passed over (a contrast of one token with itself): {', '.join(passed)}"
