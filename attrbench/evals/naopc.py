@@ -28,8 +28,9 @@ beat it; the example's bounds are then widened to every ordering seen (the beam'
 comprehensiveness and sufficiency alike) and every method on it is renormalised from stored values:
 no new model output, and a normalised score outside [0, 1] cannot occur. The records count the
 examples whose bounds came from a beam and how many a method broke; apart from those, the examples where
-a method's AOPC passed an exact bound, which no ordering can beat, so only by rounding (its outputs
-computed in other batches than the search's), and by how much at most. They widen the bounds alike.
+a method's AOPC passed an exact bound, which no ordering can beat (float rounding where its outputs were
+computed in other batches than the search's), and by how much at most, so the report can tell rounding
+from a fault. They widen the bounds alike.
 Undefined (None) where m < 2 or every ordering scores the same.
 
 The random floor (:meth:`NAOPC.floor`, leaderboard runs): over uniformly random orderings σ, σ[:k] is a
@@ -242,7 +243,7 @@ class NAOPC(Evaluation):
                     beyond = max(found[0] - aopc, aopc - found[1])
                     if beyond > 1e-12 and shared[k].get("search") == "beam":
                         broke += 1
-                    elif beyond > 1e-12:  # an exact bound: the same outputs computed in another batch (rounding)
+                    elif beyond > 1e-12:  # past an exact bound: rounding, or a fault if by much (see the excess)
                         passed, excess = passed + 1, max(excess, beyond)
                     values.append((aopc - limits[0]) / (limits[1] - limits[0]))
                 out[key][f"naopc_{kind}"] = {
