@@ -249,7 +249,15 @@ def test_the_methods_pages_precision_bounds_are_what_the_method_tests_assert():
     """docs/methods.md's agreement and conservation bounds for attention flow, AttnLRP and DecompX are the tolerances
     the method tests hold them to (their module constants), so the page cannot promise more than is checked."""
     from tests.methods.test_attention_flow import NETWORKX, SCIPY
-    from tests.methods.test_attn_lrp import CONSERVATION, LXT
+    from tests.methods.test_attn_lrp import CONSERVATION, LLAMA_FLOAT32_STAGES, LXT
+    import torch
+
+    from attrbench.models import load_model
+    from tests.precision import float32_stages, unit_roundoff
+
+    SUBSCRIPT = dict(enumerate("₀₁₂₃₄₅₆₇₈₉"))
+    assert float32_stages(load_model("tiny-llama", "float64")) == LLAMA_FLOAT32_STAGES
+    assert unit_roundoff(torch.float32) == 2.0 ** -24
     from tests.methods.test_decompx import AUTHORS, FROZEN
 
     def e(x: float) -> str:
@@ -260,11 +268,14 @@ def test_the_methods_pages_precision_bounds_are_what_the_method_tests_assert():
             f"networkx's Edmonds-Karp (the authors' solver) to {e(NETWORKX)} in float64 and scipy's max flow on the "
             f"same graph (integer capacities) to {e(SCIPY)}",
             f"equal to networkx's (the authors' solver) to {e(NETWORKX)} in float64 on the tiny models.",
-            f"conservation on all six tiny architectures, to {e(CONSERVATION['float64'])} in float64 (LLaMA "
-            f"{e(CONSERVATION['tiny-llama'])})",
-            f"There it equals ours to {e(LXT['tiny-gpt2'])} (GPT-2) and {e(LXT['tiny-llama'])} (LLaMA",
-            f"what each softmax leaks, to {e(CONSERVATION['float64'])} of the logit in float64 (LLaMA "
-            f"{e(CONSERVATION['tiny-llama'])})",
+            f"conservation on all six tiny architectures, to {e(CONSERVATION['float64'])} in float64 (LLaMA: "
+            f"float32's γ{SUBSCRIPT[LLAMA_FLOAT32_STAGES]})",
+            f"There it equals ours to {e(LXT['tiny-gpt2'])} (GPT-2) and, on LLaMA, whose RMSNorm and softmax "
+            f"transformers runs in float32 even in a float64 model, to twice float32's rounding bound over those "
+            f"{LLAMA_FLOAT32_STAGES} operations (γ{SUBSCRIPT[LLAMA_FLOAT32_STAGES]} = {LLAMA_FLOAT32_STAGES}u/(1 − "
+            f"{LLAMA_FLOAT32_STAGES}u) with u = 2⁻²⁴",
+            f"what each softmax leaks, to {e(CONSERVATION['float64'])} of the logit in float64 (LLaMA: "
+            f"γ{SUBSCRIPT[LLAMA_FLOAT32_STAGES]} of the terms' magnitude",
             f"the authors' code's steps (BERT classifier) to {e(AUTHORS)};",
             f"ours equals it to {e(AUTHORS)} of the largest score with 1 and 2 layers",
             f"that holds to {e(FROZEN['classifier'])} of the largest score on a BERT classifier and GPT-2, "

@@ -18,7 +18,11 @@ from __future__ import annotations
 import math
 import re
 
+import pytest
+
 from tests.test_docs_performance import ROOT, fixed, page, record
+
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
 
 ARCHITECTURE = ROOT / "docs" / "architecture.md"
 PRECISION = "precision-cpu.json"

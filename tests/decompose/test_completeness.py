@@ -9,6 +9,8 @@ from attrbench.models import TransformerAdapter
 from attrbench.models.tiny import TINY_MODELS, build_tiny, randomise, tiny_tokenizer
 from tests.conftest import TEXTS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 # Scopes that lie after a norm the HF model computes in float32 even in a float64 run.
 AFTER_FP32_NORM = {"atb_ln", "atb_ln_ff", "atb_ln_ff_res"}
 

@@ -8,6 +8,8 @@ import attrbench
 from attrbench.decompose import stages
 from attrbench.decompose.reference import ff_parts_reference
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 
 def _captum(forward, inputs):
     ig = IntegratedGradients(forward)

@@ -8,6 +8,8 @@ from attrbench.plugin import MethodResult
 from attrbench.registry import EVALS
 from attrbench.runtime.pipeline import evaluate
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 METHODS = ("integrated_gradients", "shapley_sampling", "deeplift", "attn_lrp")
 
 

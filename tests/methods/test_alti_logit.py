@@ -16,6 +16,8 @@ from attrbench.models import TransformerAdapter, load_model
 from attrbench.models.tiny import tiny_classifier
 from attrbench.registry import METHODS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 TEXT = "the keys to the cabinet are on the table"
 ALTI_LOGIT = METHODS.get("alti_logit")
 

@@ -12,6 +12,8 @@ from attrbench.ops.aggregate import row_normalise, with_identity
 from attrbench.registry import METHODS
 from tests.conftest import has_real_weights
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 TEXT = "the keys to the cabinet are on the table"
 SCALE = 10 ** 9  # scipy's max flow takes integer capacities
 NETWORKX, SCIPY = 1e-13, 1e-8  # the largest gaps allowed, as docs/methods.md quotes them (scipy: capacities to 1e-9)

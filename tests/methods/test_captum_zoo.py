@@ -17,6 +17,8 @@ from attrbench.models import load_model
 from attrbench.plugin.gradient import baseline_ids
 from attrbench.registry import METHODS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 TEXT = "the keys to the cabinet are"
 MODELS = ["tiny-bert", "tiny-llama"]
 

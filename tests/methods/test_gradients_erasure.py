@@ -9,6 +9,8 @@ from attrbench.models import TransformerAdapter
 from attrbench.models.tiny import _configs, randomise, tiny_tokenizer
 from attrbench.registry import METHODS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 MASKED = "the keys to the cabinet [MASK] on the table"
 
 

@@ -8,6 +8,8 @@ from attrbench.models import load_model
 from attrbench.plugin.gradient import baseline_ids
 from attrbench.registry import METHODS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 IG = METHODS.get("integrated_gradients")
 TEXTS = {"tiny-bert": "the keys to the cabinet [MASK] on the table", "tiny-llama": "the keys to the cabinet"}
 

@@ -12,6 +12,8 @@ from attrbench.ops.targets import Target
 from attrbench.registry import METHODS
 from tests.conftest import TEXTS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 
 def _alti_by_hand(parts, output):
     """Eq. 9-10 written out row by row from the kept parts."""

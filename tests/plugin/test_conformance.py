@@ -12,6 +12,8 @@ from attrbench.plugin.conformance import check_method
 from attrbench.plugin.method import Method, MethodResult, ScopeMap
 from attrbench.registry import METHODS, Registry
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 ADAPTERS = {n: load_model(n) for n in TINY_MODELS}
 PAIRS = [(m.name, n) for m in METHODS.all() for n in TINY_MODELS if m.supports(ADAPTERS[n]) is None]
 

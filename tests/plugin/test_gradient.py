@@ -10,6 +10,8 @@ from attrbench.models.tiny import TINY_MODELS
 from attrbench.plugin import Workspace
 from attrbench.registry import METHODS
 
+pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
+
 ADAPTERS = {n: load_model(n) for n in TINY_MODELS}
 TEXTS = ["the keys to the cabinet are on the table .", "dogs run", "a wonderful film about the sea"]
 # GradientShap draws no noise by default; with it, each text's noise must be what it draws alone
