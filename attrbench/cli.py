@@ -118,7 +118,9 @@ def cmd_models(args) -> None:
             accuracy = training.get("dev_accuracy", training.get("test_accuracy"))
             print(f"{'':<{width + 13}}adapters trained {training['built']}, accuracy {accuracy:.3f}; merged into the "
                   "base weights on first use (seconds)")
-    print("\nAlso: any local folder or hub id (org/name) of a supported architecture:")
+    print("\nAlso: any local folder, GGUF file or hub id (org/name) of a transformers encoder or decoder with a "
+          "classification, masked-LM or causal-LM head: the gradient, perturbation and erasure methods and metrics "
+          "run on every one. The decomposition family needs a layer reader, which these have:")
     for name, description in supported_architectures().items():
         print(f"  {name:<11} {description}")
 
@@ -126,17 +128,31 @@ def cmd_models(args) -> None:
 def cmd_methods(args) -> None:
     rows = [{"name": m.name, "family": m.family, "output": m.output, "complete": m.complete, "axiom": m.axiom,
              "description": m.description, "reference": m.reference, "params": m.get_params()} for m in METHODS.all()]
+    adapter = load_model(args.model, args.dtype) if args.model else None
+    if adapter is not None:  # which run on this model, and why the others do not
+        for row, method in zip(rows, METHODS.all()):
+            row["unsupported"] = method.supports(adapter)
     if args.json:
         print(json.dumps(rows, indent=1))
         return
     # the axiom a method is checked against (complete: its parts sum to the model's output) in a column of its own
     columns = [("method", [row["name"] for row in rows]), ("family", [row["family"] for row in rows]),
                ("axiom", ["complete" if row["complete"] else row["axiom"] or "-" for row in rows])]
+    if adapter is not None:
+        columns.append((f"on {args.model}", ["no" if row["unsupported"] else "runs" for row in rows]))
     widths = [max(len(title), *map(len, values)) for title, values in columns]
     lines = [[title for title, _ in columns] + ["description"]] + [
         [values[i] for _, values in columns] + [row["description"]] for i, row in enumerate(rows)]
     for line in lines:
         print("  ".join(f"{cell:<{width}}" for cell, width in zip(line, widths)) + "  " + line[-1])
+    if adapter is not None:
+        refused = [row for row in rows if row["unsupported"]]
+        print(f"\n{len(rows) - len(refused)} of {len(rows)} methods run on {args.model}" + (":" if refused else "."))
+        by_reason: dict[str, list[str]] = {}
+        for row in refused:
+            by_reason.setdefault(row["unsupported"], []).append(row["name"])
+        for reason, names in by_reason.items():  # one line per reason, naming every method it keeps out
+            print(f"  {', '.join(names)}: {reason}")
 
 
 def cmd_evals(args) -> None:
@@ -412,6 +428,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("methods", help="list the registered methods")
     add_plugins(p)
+    p.add_argument("--model", help="also say which methods run on this model, and why the others do not")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_methods)
 

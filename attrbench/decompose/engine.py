@@ -26,6 +26,7 @@ from tqdm.auto import tqdm
 
 from ..errors import CompletenessError, InputError
 from ..models.adapter import LayerCapture, TransformerAdapter
+from ..models.architectures import no_reader_reason
 from ..models.spec import LayerSpec
 from . import shapley, stages
 from .ff_split import FF_SPLITS
@@ -231,7 +232,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
 
 
 def default_tolerance(adapter: TransformerAdapter) -> float:
-    if adapter.dtype == torch.float64 and adapter.architecture.float32_internals:
+    if adapter.dtype == torch.float64 and adapter.architecture is not None and adapter.architecture.float32_internals:
         return FLOAT32_INTERNALS_TOLERANCE
     return TOLERANCE.get(adapter.dtype, 1e-2)
 
@@ -275,6 +276,9 @@ def decompose(adapter: TransformerAdapter, texts: Sequence[str] | str,
     real forward pass within the tolerance (default 1e-8 for float64, 1e-4 for float32).
     """
     options = replace(options or DecomposeOptions(), **fields)
+    reason = no_reader_reason(adapter)
+    if reason:
+        raise InputError(f"'{adapter.name}' cannot be decomposed: {reason}")
     if options.value_bias not in VALUE_BIAS:
         raise InputError(f"value_bias '{options.value_bias}' is not known: use 'token' or 'bias'")
     scopes = _check_scopes(adapter, options.scopes)

@@ -13,7 +13,8 @@ Two levels of the cascade from the top, each one metric:
 - ``spearman_all`` (primary): the output head and every block re-initialised, the paper's full cascade.
 
 The head is everything above the last block: the final norm, a pooler or OPT's ``project_out``, the classifier or LM
-head. The embeddings, a text model's input, are kept (the paper re-initialised the layers above the input). A model
+head. The blocks are the adapter's (``adapter.blocks``: the layer reader's, or for any other family the module list
+that holds them, found in the module tree), so the check runs on every model attrbench loads. The embeddings, a text model's input, are kept (the paper re-initialised the layers above the input). A model
 of one block has ``top`` equal to ``all``. Re-initialised with the model's own ``_init_weights`` (what a model built
 from its config draws) under ``torch.manual_seed(seed)``, on the CPU in float32 and then moved to the model's device
 and dtype, so a seed gives the same weights everywhere. The copy is made once per process, level and seed; an LM head
@@ -76,7 +77,7 @@ def reinitialised(adapter, blocks: int) -> list[str]:
     head += [prefix + n for n, m in base.named_modules() if n and n.rsplit(".", 1)[-1] in OUTPUT_SIDE]
     if adapter.final_norm is not None:
         head.append(names[id(adapter.final_norm)])
-    top = [names[id(spec.layer)] for spec in adapter.layers[adapter.n_layers - blocks:]]
+    top = [names[id(block)] for block in adapter.blocks[adapter.n_layers - blocks:]]
     return [n for n in dict.fromkeys(head + top) if any(True for _ in model.get_submodule(n).parameters())]
 
 

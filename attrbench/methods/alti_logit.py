@@ -45,8 +45,10 @@ class ALTILogit(Method):
     reference = "Ferrando et al. 2023, 'Explaining How Transformers Use Context to Build Predictions'"
     params = {"value_bias": VALUE_BIAS_PARAM}
 
+    needs_layers = True
+
     def supports(self, adapter):
-        return no_head_reason(adapter) or no_readout_reason(adapter)
+        return super().supports(adapter) or no_head_reason(adapter) or no_readout_reason(adapter)
 
     @torch.no_grad()
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:

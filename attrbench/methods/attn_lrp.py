@@ -167,6 +167,7 @@ class AttnLRP(GradientMethod):
     description = "LRP with AttnLRP's rules for norms, activations, attention products and softmax (signed)"
     reference = "Achtibat et al. 2024, 'AttnLRP: Attention-Aware Layer-Wise Relevance Propagation for Transformers'"
     batched = True  # a padded batch of texts in one forward and one backward pass (:meth:`attribute`)
+    needs_layers = True  # its rules hook each layer's norms, activations and attention products
 
     def supports(self, adapter):
         reason = super().supports(adapter) or no_readout_reason(adapter)

@@ -49,8 +49,10 @@ class DecompX(Method):
               "bias_split": Param("absdot", "biases shared over the tokens' parts (absdot, norm, equal: DecompX's "
                                             "bias_decomp_type) or kept as a bias term (none)", choices=BIAS_SPLITS)}
 
+    needs_layers = True
+
     def supports(self, adapter):
-        return no_head_reason(adapter) or no_readout_reason(adapter)
+        return super().supports(adapter) or no_head_reason(adapter) or no_readout_reason(adapter)
 
     @torch.no_grad()
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:

@@ -114,6 +114,7 @@ class ValueZeroing(Method):
               "batch_size": Param(64, "zeroed copies per forward pass (bounds memory)", minimum=1)}
     batched = True  # a clean pass per length-sorted group of texts, their zeroed copies pooled into full passes
     batch_tokens = 0  # a run's device budget (``within``): passes of up to that many tokens where it exceeds batch_size
+    needs_layers = True  # it zeroes the value vectors of each layer's attention, found by the layer reader
 
     def run(self, adapter, texts, *, targets, layers, truncate) -> list[MethodResult]:
         if layers is not None:

@@ -17,6 +17,7 @@ from torch import nn
 
 from ..errors import InputError, ModelLoadError
 from .architectures import ARCHITECTURES, architecture_of
+from .generic import check_readable, find_blocks, find_final_norm, is_causal
 from .spec import LayerSpec
 from .training.lora import state_hash
 
@@ -85,7 +86,13 @@ def forward_hooks(hooks: Sequence[tuple[nn.Module, Callable]]) -> Iterator[None]
 
 
 class TransformerAdapter:
-    """One call shape over every supported architecture: ``encode`` texts, ``capture`` their forward."""
+    """One call shape over every Hugging Face encoder or decoder: ``encode`` texts, run the head, and, for a family
+    with a layer reader (``architectures.py``), ``capture`` the forward pass at every scope boundary.
+
+    A model without a reader has ``layers == []``: the methods and evaluations that need only the embeddings and
+    the logits run on it, and those that decompose the layers say why not (``no_reader_reason``). Whether the
+    model is causal is read from the model itself (``generic.is_causal``), not from its family's name.
+    """
 
     def __init__(self, model: nn.Module, tokenizer, name: str, source: Optional[str] = None):
         impl = getattr(model.config, "_attn_implementation", None)
@@ -93,8 +100,12 @@ class TransformerAdapter:
             raise ModelLoadError(
                 f"model '{name}' uses attn_implementation='{impl}', which returns no attention weights in "
                 "transformers 5; load it with attn_implementation='eager'")
-        self.architecture = architecture_of(model)
+        check_readable(model, name)
+        self.architecture = architecture_of(model)  # None: no layer reader
         self.model = model.eval()
+        if hasattr(model.config, "use_cache"):
+            model.config.use_cache = False  # nothing is generated: a cache only costs memory (and recurrent
+            # hybrids, e.g. Jamba or Qwen3-Next, refuse to start one from a plain forward pass)
         self.tokenizer = tokenizer
         self.name = name
         self.source = source or name
@@ -103,7 +114,9 @@ class TransformerAdapter:
             if not torch.isfinite(param).all():
                 raise ModelLoadError(f"model '{name}' has NaN/inf in weight '{pname}'; the weights are corrupt: "
                                      "re-download or rebuild them")
-        self.layers: list[LayerSpec] = self.architecture.read_layers(model.base_model, model.config)
+        self.layers: list[LayerSpec] = self._read_layers()
+        self.blocks: list[nn.Module] = [s.layer for s in self.layers] or find_blocks(model)
+        self.causal: bool = is_causal(model)
         # transformers' causal LMs can compute the head at chosen rows only (see row_logits)
         self._logits_to_keep = self.causal and "logits_to_keep" in inspect.signature(model.forward).parameters
         self._check_activation()
@@ -138,28 +151,35 @@ class TransformerAdapter:
         return self.layers[0].norm_first
 
     @property
-    def causal(self) -> bool:
-        return self.architecture.causal
-
-    @property
     def final_norm(self) -> Optional[nn.Module]:
         """The norm after the last layer (Pre-LN decoders), or None."""
+        if self.architecture is None:
+            return find_final_norm(self.model, self.blocks)
         return self.architecture.final_norm(self.model.base_model)
 
     @property
     def n_layers(self) -> int:
-        return len(self.layers)
+        """The number of transformer blocks (read by the layer reader, or found in the module tree)."""
+        return len(self.blocks)
+
+    def _read_layers(self) -> list[LayerSpec]:
+        if self.architecture is None:
+            return []
+        return self.architecture.read_layers(self.model.base_model, self.model.config)
 
     @property
     def max_positions(self) -> int:
         config = self.model.config
         limit = getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None)
-        if config.model_type == "roberta":  # positions start after padding_idx
-            limit -= config.pad_token_id + 1
+        limit = limit if limit and limit > 0 else None  # XLNet says -1: no limit
+        embeddings = getattr(self.model.base_model, "embeddings", None)
+        if limit and getattr(embeddings, "padding_idx", None) is not None and hasattr(embeddings,
+                                                                                       "position_embeddings"):
+            limit -= embeddings.padding_idx + 1  # RoBERTa-style positions start after padding_idx
         tok_limit = getattr(self.tokenizer, "model_max_length", None)
         if tok_limit and tok_limit < 1_000_000:
             limit = min(limit, tok_limit) if limit else tok_limit
-        return int(limit)
+        return int(limit) if limit else 1_000_000  # no stated limit (a model with relative positions only)
 
     def _check_activation(self) -> None:
         zero = torch.zeros(1, dtype=self.dtype, device=self.device)
@@ -176,7 +196,7 @@ class TransformerAdapter:
         device = torch.device(device) if device is not None else self.device
         if dtype != self.dtype or device != self.device:
             self.model.to(device=device, dtype=dtype)
-            self.layers = self.architecture.read_layers(self.model.base_model, self.model.config)
+            self.layers = self._read_layers()
         return self
 
     # -- input -------------------------------------------------------------------------------
@@ -245,6 +265,9 @@ class TransformerAdapter:
     @torch.no_grad()
     def capture(self, batch: Batch) -> list[LayerCapture]:
         """Run the unmodified model once and return the real tensors at every scope boundary."""
+        if not self.layers:
+            raise InputError(f"'{self.name}' cannot be decomposed: architecture '{self.model.config.model_type}' "
+                             f"has no layer reader (readers: {', '.join(sorted(ARCHITECTURES))})")
         store: list[dict] = [{} for _ in self.layers]
         with self._hooks(store):
             output = self.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,

@@ -6,7 +6,7 @@ One reader per family, keyed by ``config.model_type``. The models are the unmodi
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 from torch import nn
 
@@ -126,20 +126,19 @@ def _llama_layers(base, config) -> list[LayerSpec]:
 class Architecture:
     description: str
     read_layers: Callable
-    causal: bool
     float32_internals: str = ""  # what the HF model computes in float32 even when run in float64
     final_norm: Callable = lambda base: None  # the norm after the last layer (Pre-LN decoders), or None
 
 
-_LLAMA = Architecture("Pre-LN decoder, RMSNorm, SwiGLU, GQA, RoPE", _llama_layers, causal=True,
+_LLAMA = Architecture("Pre-LN decoder, RMSNorm, SwiGLU, GQA, RoPE", _llama_layers,
                       float32_internals="RMSNorm and softmax", final_norm=lambda base: base.norm)
 ARCHITECTURES: dict[str, Architecture] = {
-    "bert": Architecture("Post-LN encoder", _bert_layers, causal=False),
-    "roberta": Architecture("Post-LN encoder", _bert_layers, causal=False),
-    "distilbert": Architecture("Post-LN encoder", _distilbert_layers, causal=False),
-    "gpt2": Architecture("Pre-LN decoder, LayerNorm", _gpt2_layers, causal=True, final_norm=lambda base: base.ln_f),
+    "bert": Architecture("Post-LN encoder", _bert_layers),
+    "roberta": Architecture("Post-LN encoder", _bert_layers),
+    "distilbert": Architecture("Post-LN encoder", _distilbert_layers),
+    "gpt2": Architecture("Pre-LN decoder, LayerNorm", _gpt2_layers, final_norm=lambda base: base.ln_f),
     "opt": Architecture("Pre-LN decoder, LayerNorm (Post-LN if do_layer_norm_before=False)", _opt_layers,
-                        causal=True, float32_internals="softmax",
+                        float32_internals="softmax",
                         final_norm=lambda base: base.decoder.final_layer_norm),
     "llama": _LLAMA,
     "mistral": _LLAMA,
@@ -147,9 +146,16 @@ ARCHITECTURES: dict[str, Architecture] = {
 }
 
 
-def architecture_of(model: nn.Module) -> Architecture:
-    kind = model.config.model_type
-    if kind not in ARCHITECTURES:
-        raise ModelLoadError(
-            f"architecture '{kind}' is not supported; supported: {', '.join(sorted(ARCHITECTURES))}")
-    return ARCHITECTURES[kind]
+def architecture_of(model: nn.Module) -> Optional[Architecture]:
+    """The layer reader of ``model``'s family, or None: a model without one runs every method and evaluation that
+    needs only its embeddings and logits (see :func:`no_reader_reason`)."""
+    return ARCHITECTURES.get(model.config.model_type)
+
+
+def no_reader_reason(adapter) -> Optional[str]:
+    """Why a method or analysis that decomposes the layers cannot run on ``adapter`` (None when it can)."""
+    if adapter.layers:
+        return None
+    return (f"it decomposes the layers, and architecture '{adapter.model.config.model_type}' has no layer reader "
+            f"(readers: {', '.join(sorted(ARCHITECTURES))}); the gradient, perturbation and erasure methods run on "
+            "it (`attrbench methods --model ...` lists them)")

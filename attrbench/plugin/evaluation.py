@@ -41,6 +41,7 @@ from tqdm.auto import tqdm
 from ..datasets.base import Example
 from ..decompose import decompose
 from ..errors import InputError
+from ..models.architectures import no_reader_reason
 from ..ops.batching import Batcher
 from ..ops.measure import timed
 from ..ops.perturb import Perturbations
@@ -281,8 +282,16 @@ class Evaluation(Configurable):
     def takes(self, method: Method) -> bool:
         return method.output == "scores" or not self.score_methods_only
 
+    def supports(self, adapter) -> Optional[str]:
+        """Why this evaluation cannot run on ``adapter`` (None when it can); an analysis that decomposes the layers
+        needs a layer reader."""
+        return None
+
     def check(self, adapter, methods: Sequence[Method], context: EvalContext) -> None:
         """Raise before any work if this evaluation cannot serve these methods on this model."""
+        reason = self.supports(adapter)
+        if reason:
+            raise InputError(f"evaluation '{self.name}' cannot run on '{adapter.name}': {reason}")
         if self.needs_methods and not methods:
             raise InputError(f"evaluation '{self.name}' scores methods: give --method (one or more)")
         for method in methods:
@@ -449,5 +458,10 @@ class Analysis(Evaluation):
     needs_methods = False
     figures = ("per_layer",)
 
+    def supports(self, adapter) -> Optional[str]:
+        return no_reader_reason(adapter)
+
     def check(self, adapter, methods, context):
-        pass  # methods given alongside other evaluations are simply not used here
+        reason = self.supports(adapter)  # methods given alongside other evaluations are simply not used here
+        if reason:
+            raise InputError(f"analysis '{self.name}' cannot run on '{adapter.name}': {reason}")

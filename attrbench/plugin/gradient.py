@@ -102,7 +102,7 @@ class GradientMethod(Method):
     batched = False
 
     def supports(self, adapter):
-        return no_head_reason(adapter)
+        return super().supports(adapter) or no_head_reason(adapter)
 
     @property
     def pads(self) -> bool:

@@ -31,6 +31,7 @@ from ..decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompo
 from ..decompose.layout import ALL_FF_SCOPES
 from ..errors import InputError, MethodError
 from ..models import TransformerAdapter
+from ..models.architectures import no_reader_reason
 from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.targets import ResolvedTarget, Target, head_kind, resolve_text
 from ..params import Configurable, Param
@@ -92,9 +93,13 @@ class Method(Configurable):
     # pass's memory per token
     batch_tokens: int = 1024
     pad_tokens: int = 64  # the padding one batch may carry (a run sets its own: ``RunOptions.pad_tokens``)
+    # it reads the layers' weights (the decomposition family): a model needs a layer reader (``architectures.py``)
+    needs_layers: bool = False
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
-        return None
+        """Why this method cannot run on ``adapter``, in words that name what works instead (None when it can). A
+        subclass that adds a condition calls ``super().supports(adapter)`` first."""
+        return no_reader_reason(adapter) if self.needs_layers else None
 
     def token_limit(self) -> Optional[int]:
         """The longest text in tokens this method takes (None: any), by convention its parameter ``max_tokens``. A
@@ -213,6 +218,7 @@ class ScopeMap(Method):
     """The n x n map of one decomposition scope of the engine, per layer."""
 
     batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
+    needs_layers = True
 
     def __init__(self, scope: str, family: str, description: str, complete: bool, reference: str):
         self.name, self.scope, self.family = scope, scope, family
@@ -221,6 +227,9 @@ class ScopeMap(Method):
             FF_PARAMS if scope in ALL_FF_SCOPES else {})
 
     def supports(self, adapter: TransformerAdapter) -> Optional[str]:
+        reason = super().supports(adapter)
+        if reason:
+            return reason
         layout = layout_for(adapter.norm_first)
         if self.scope in layout.scopes:
             return None
@@ -245,6 +254,7 @@ class Rollout(Method):
 
     output = "scores"
     batched = True  # a run's texts decomposed in length-sorted padded batches (one capture pass each)
+    needs_layers = True
 
     def __init__(self, name: str, source: Callable[[Layout], str | DerivedMap], family: str, description: str,
                  reference: str, identity: bool = False, uses_values: bool = True, through_ff: bool = False,

@@ -516,9 +516,23 @@ def _notes(evaluation, group: list[dict]) -> str:
     passed = next((r["skipped_same_contrast"] for r in group if r.get("skipped_same_contrast")), None)
     if passed:
         out += f"; passed over (a contrast of one token with itself): {', '.join(passed)}"
+    left_out = next((r["left_out"] for r in group if r.get("left_out")), None)
+    if left_out:
+        out += "; " + left_out_note(left_out)
     if any(r.get("published") for r in group):
         out += "; published: " + ", ".join(dict.fromkeys(r["published"]["source"] for r in group if r.get("published")))
     return out
+
+
+def left_out_note(left_out: dict) -> str:
+    """The methods and evaluations a suite left out on its model, one clause per reason: "left out on this model:
+    alti, globenc (it decomposes the layers, ...)"."""
+    by_reason: dict[str, list[str]] = {}
+    for kind in ("methods", "evaluations"):
+        for name, reason in left_out.get(kind, {}).items():
+            by_reason.setdefault(reason, []).append(name)
+    return "left out on this model: " + "; ".join(f"{', '.join(names)} ({reason})" for reason, names in
+                                                  by_reason.items())
 
 
 def _per_metric(group: list[dict], field: str) -> str:

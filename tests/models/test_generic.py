@@ -1,0 +1,134 @@
+"""Any transformers encoder or decoder: the model-agnostic methods and metrics run without a layer reader; the
+decomposition family refuses in one line; causality, blocks and final norm are read from the model."""
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers as hf
+
+import attrbench
+from attrbench.cli import main
+from attrbench.errors import InputError, ModelLoadError
+from attrbench.evals.randomisation import randomised, reinitialised
+from attrbench.models import TransformerAdapter, load_model
+from attrbench.models.generic import is_causal
+from attrbench.models.tiny import FAMILIES, TINY_MODELS, VOCAB, build_family, randomise, tiny_tokenizer
+from attrbench.plugin import check_method
+from attrbench.registry import METHODS
+
+ENCODERS = {n for n, (_, head) in FAMILIES.items() if head == "masked_lm"}
+MIXTURES = ("tiny-mixtral", "tiny-olmoe", "tiny-qwen3-moe")
+AGNOSTIC = ("grad_x_input", "integrated_gradients", "occlusion", "blank_out")
+
+
+def _text(adapter):
+    return "the keys to the cabinet are" if adapter.causal else "the keys to the cabinet [MASK] on the table"
+
+
+@pytest.fixture(scope="module")
+def families():
+    return {name: load_model(name, "float64") for name in FAMILIES}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_the_model_agnostic_methods_run_on_every_family(families, name):
+    adapter = families[name]
+    assert adapter.layers == [] and adapter.n_layers == 2  # no reader: the blocks come from the module tree
+    assert adapter.causal == (name not in ENCODERS)
+    results = attrbench.attribute(adapter, _text(adapter), list(AGNOSTIC), target="contrast:are/is")
+    frame = results.to_pandas()
+    assert set(frame.method) == set(AGNOSTIC) and np.isfinite(frame.score).all()
+    assert frame.groupby("method").score.apply(lambda s: s.abs().max()).min() > 0  # every method found something
+    axiom = results.results[0]["integrated_gradients"].meta["axiom"]
+    assert axiom["name"] == "completeness"
+    # a mixture of experts' top-k router switches experts along the path, so its output jumps and the path integral
+    # of the gradient need not reach F(x) - F(x'): the record says how far it is, and only there may it fail
+    assert axiom["passes"] or name in MIXTURES, axiom
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-qwen3-moe", "tiny-modernbert"])
+def test_every_method_that_claims_a_family_passes_the_conformance_check(families, name):
+    adapter = families[name]
+    supported = [m for m in METHODS.all() if m.supports(adapter) is None]
+    assert {"grad_x_input", "integrated_gradients", "lime", "kernel_shap", "random"} <= {m.name for m in supported}
+    for method in supported:
+        if method.name in ("lime", "kernel_shap", "shapley_sampling", "smooth_grad", "gradient_shap", "deeplift"):
+            method = method.with_params(**{k: v for k, v in {"n_samples": 8}.items() if k in method.params})
+        assert "finite" in check_method(method, adapter)
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma3", "tiny-modernbert"])
+def test_the_decomposition_family_says_in_one_line_why_not(families, name):
+    adapter = families[name]
+    refused = {m.name: m.supports(adapter) for m in METHODS.all() if m.needs_layers}
+    assert {"alti", "alti_logit", "decompx", "attn_lrp", "value_zeroing", "globenc", "attn_rollout"} <= set(refused)
+    assert all(reason and "no layer reader" in reason and "\n" not in reason for reason in refused.values())
+    with pytest.raises(InputError, match="has no layer reader"):
+        attrbench.attribute(adapter, _text(adapter), ["alti"], target="contrast:are/is")
+    with pytest.raises(InputError, match="cannot be decomposed: .*no layer reader"):
+        attrbench.decompose(adapter, _text(adapter))
+
+
+def test_the_erasure_metrics_and_their_floor_run_on_a_family_without_a_reader():
+    scores = attrbench.evaluate("tiny-gemma3", ["grad_x_input", "occlusion"], ["erasure_aopc", "soft_erasure"],
+                                "sva-linzen", n=2)
+    summary = scores.summary
+    assert set(summary["method"]) >= {"grad_x_input", "occlusion"} and (summary["n"] > 0).any()
+
+
+def test_the_sanity_check_finds_the_blocks_and_head_of_any_family(families):
+    adapter = families["tiny-qwen3-moe"]
+    names = reinitialised(adapter, adapter.n_layers)
+    assert {"lm_head", "model.norm", "model.layers.0", "model.layers.1"} <= set(names)
+    copy = randomised(adapter, 1, seed=0)
+    before = dict(adapter.model.named_parameters())
+    changed = {n for n, p in copy.model.named_parameters() if not torch.equal(p, before[n])}
+    assert changed and all(n.startswith(("model.layers.1.", "model.norm", "lm_head")) for n in changed)
+
+
+def test_causality_is_read_from_the_model_not_its_name():
+    for name in ("tiny-bert", "tiny-gpt2", "tiny-llama", "tiny-roberta"):
+        assert load_model(name).causal == (name in ("tiny-gpt2", "tiny-llama"))
+    # a BERT made a decoder by its config is causal: the name says encoder, the model says otherwise
+    config = hf.BertConfig(vocab_size=len(VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=64, is_decoder=True)
+    decoder = randomise(hf.BertLMHeadModel(config)).eval()
+    assert is_causal(decoder)
+    config.is_decoder = False
+    assert not is_causal(randomise(hf.BertLMHeadModel(config)).eval())
+
+
+def test_a_decoder_classifier_of_any_family_reads_its_last_token():
+    model, tokenizer = build_family("qwen3", "classifier")
+    adapter = TransformerAdapter(model, tokenizer, "qwen3-classifier")
+    result = attrbench.attribute(adapter, "a wonderful film", ["grad_x_input", "occlusion"], target="class:1")
+    assert adapter.causal and result.results[0]["occlusion"].meta["row"] == 2
+
+
+def test_an_encoder_decoder_is_refused_before_its_weights_load(tmp_path):
+    config = hf.T5Config(vocab_size=len(VOCAB), d_model=32, d_ff=64, num_layers=1, num_heads=4, d_kv=8)
+    hf.T5ForConditionalGeneration(config).save_pretrained(tmp_path)
+    tiny_tokenizer(True).save_pretrained(tmp_path)
+    (tmp_path / "model.safetensors").write_bytes(b"not weights")  # never read: the config refuses first
+    with pytest.raises(ModelLoadError, match="is an encoder-decoder model \\(t5\\); attrbench explains encoders"):
+        load_model(str(tmp_path))
+
+
+def test_a_folder_of_an_unread_family_loads_and_the_cli_lists_what_runs_on_it(tmp_path, capsys):
+    model, tokenizer = build_family("gemma3_text", "causal_lm")
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    adapter = load_model(str(tmp_path))
+    assert type(adapter.model).__name__ == "Gemma3ForCausalLM" and adapter.weights_sha256 != "unhashed"
+    assert main(["methods", "--model", str(tmp_path), "--json"]) == 0
+    rows = {r["name"]: r["unsupported"] for r in json.loads(capsys.readouterr().out)}
+    assert rows["grad_x_input"] is None and rows["lime"] is None and "no layer reader" in rows["alti"]
+    assert main(["methods", "--model", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    runs = sum(r is None for r in rows.values())
+    assert f"{runs} of {len(rows)} methods run on {tmp_path}:" in text
+
+
+def test_a_family_with_a_reader_keeps_it():
+    assert all(load_model(name).layers for name in TINY_MODELS)
