@@ -58,8 +58,9 @@ def check_type(model_type: str, head: str) -> dict:
     import attrbench
     from attrbench.models import TransformerAdapter
     from attrbench.models.architectures import ARCHITECTURES
+    from attrbench.datasets.base import Example
     from attrbench.models.tiny import build_family
-    from attrbench.plugin import check_method
+    from attrbench.plugin import EvalContext, check_method
     from attrbench.registry import EVALS, METHODS
 
     transformers.logging.set_verbosity_error()
@@ -79,11 +80,9 @@ def check_type(model_type: str, head: str) -> dict:
         assert np.isfinite(scores.score).all(), "non-finite scores"
         for name in ("grad_x_input", "occlusion"):
             check_method(METHODS.get(name), adapter, texts=(text, "the dogs run"))
-        from attrbench.datasets.base import Example
-        from attrbench.plugin import EvalContext
-
         example = Example(id="sweep:0", text=text, target=target)
-        records = EVALS.get("erasure_aopc")(adapter, [METHODS.get("grad_x_input")], [example], EvalContext("sweep", progress=False))
+        records = EVALS.get("erasure_aopc")(adapter, [METHODS.get("grad_x_input")], [example],
+                                            EvalContext("sweep", progress=False))
         assert records and all(np.isfinite(v) for r in records for v in r["values"] if v is not None), "erasure"
     except Exception as err:  # noqa: BLE001 - recorded: attrbench's one-line reason, or the model's own error
         return {**out, "status": "loads, does not run" if "causal" in out else "does not load", "why": _line(err),

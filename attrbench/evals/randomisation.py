@@ -14,8 +14,8 @@ Two levels of the cascade from the top, each one metric:
 
 The head is everything above the last block: the final norm, a pooler or OPT's ``project_out``, the classifier or LM
 head. The blocks are the adapter's (``adapter.blocks``: the layer reader's, or for any other family the module list
-that holds them, found in the module tree), so the check runs on every model attrbench loads. The embeddings, a text model's input, are kept (the paper re-initialised the layers above the input). A model
-of one block has ``top`` equal to ``all``. Re-initialised with the model's own ``_init_weights`` (what a model built
+that holds them, found in the module tree), so the check runs on every model attrbench loads. The embeddings, a text
+model's input, are kept (the paper re-initialised the layers above the input). A model of one block has ``top`` equal to ``all``. Re-initialised with the model's own ``_init_weights`` (what a model built
 from its config draws) under ``torch.manual_seed(seed)``, on the CPU in float32 and then moved to the model's device
 and dtype, so a seed gives the same weights everywhere. The copy is made once per process, level and seed; an LM head
 tied to the input embeddings is untied in the copy only, and the trained model is never modified. The copy's adapter

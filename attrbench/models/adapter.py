@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError, ModelLoadError
-from .architectures import ARCHITECTURES, architecture_of
+from .architectures import ARCHITECTURES, architecture_of, no_reader_reason
 from .generic import check_readable, find_blocks, find_final_norm, is_causal
 from .spec import LayerSpec
 from .training.lora import state_hash
@@ -266,8 +266,7 @@ class TransformerAdapter:
     def capture(self, batch: Batch) -> list[LayerCapture]:
         """Run the unmodified model once and return the real tensors at every scope boundary."""
         if not self.layers:
-            raise InputError(f"'{self.name}' cannot be decomposed: architecture '{self.model.config.model_type}' "
-                             f"has no layer reader (readers: {', '.join(sorted(ARCHITECTURES))})")
+            raise InputError(f"'{self.name}' cannot be decomposed: {no_reader_reason(self)}")
         store: list[dict] = [{} for _ in self.layers]
         with self._hooks(store):
             output = self.model.base_model(input_ids=batch.input_ids, attention_mask=batch.attention_mask,

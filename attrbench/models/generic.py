@@ -19,13 +19,17 @@ from ..errors import ModelLoadError
 FINAL_NORM_NAMES = ("norm", "ln_f", "final_layer_norm", "final_layernorm", "final_norm", "norm_f")
 
 
-def check_readable(model: nn.Module, name: str) -> None:
-    """Raise in one line if ``model`` is outside what attrbench reads: an encoder-decoder, or no token embeddings."""
-    config = model.config
+def refuse_encoder_decoder(config, name: str) -> None:
+    """Raise in one line if ``config`` is an encoder-decoder's: checked on the config, before any weight loads."""
     if getattr(config, "is_encoder_decoder", False):
         raise ModelLoadError(
             f"'{name}' is an encoder-decoder model ({config.model_type}); attrbench explains encoders and decoders "
             "(e.g. BERT, RoBERTa, ModernBERT, GPT-2, LLaMA, Gemma, Qwen3): load one of those")
+
+
+def check_readable(model: nn.Module, name: str) -> None:
+    """Raise in one line if ``model`` is outside what attrbench reads: an encoder-decoder, or no token embeddings."""
+    refuse_encoder_decoder(model.config, name)
     try:
         embeddings = model.get_input_embeddings()
     except (NotImplementedError, AttributeError):

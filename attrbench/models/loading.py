@@ -12,6 +12,7 @@ from ..errors import InputError, ModelLoadError
 from ..ops.environment import resolve_device
 from ..ops.hashing import file_sha256, text_sha256
 from .adapter import TransformerAdapter, state_dict_hash
+from .generic import refuse_encoder_decoder
 from .tiny import FAMILIES, TINY_MODELS, build_family, build_tiny
 from .training.tasks import TASK_MODELS, task_model_folder, training_record
 from .zoo import ZOO, model_folder
@@ -59,10 +60,7 @@ def _from_folder(path, name: str, dtype: torch.dtype) -> TransformerAdapter:
         config = hf.AutoConfig.from_pretrained(folder, **extra)
     except (OSError, ValueError, KeyError) as err:
         raise ModelLoadError(f"could not load '{name}': {_first_line(err)}") from None
-    if getattr(config, "is_encoder_decoder", False):
-        raise ModelLoadError(
-            f"'{name}' is an encoder-decoder model ({config.model_type}); attrbench explains encoders and decoders "
-            "(e.g. BERT, RoBERTa, ModernBERT, GPT-2, LLaMA, Gemma, Qwen3): load one of those")
+    refuse_encoder_decoder(config, name)
     arch = (config.architectures or [None])[0]
     cls = getattr(hf, arch, None) if arch else None
     if cls is None and gguf:

@@ -114,9 +114,8 @@ SHRINK = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 4, "
           "sliding_window": 16, "global_attn_every_n_layers": 2, "embedding_size": 32, "rotary_dim": 4,
           "partial_rotary_factor": 0.5, "kv_lora_rank": 8, "q_lora_rank": 8, "qk_rope_head_dim": 8,
           "qk_nope_head_dim": 8, "v_head_dim": 8, "encoder_layers": 2, "decoder_layers": 2,
-          "encoder_attention_heads": 4, "decoder_attention_heads": 4, "num_kv_heads": 2, "pad_token_id": 0, "bos_token_id": 2, "eos_token_id": 3,
-          "vocab_size": len(VOCAB), "type_vocab_size": 2}
-HEADS_FOR = ("causal_lm", "masked_lm", "classifier")
+          "encoder_attention_heads": 4, "decoder_attention_heads": 4, "num_kv_heads": 2, "pad_token_id": 0,
+          "bos_token_id": 2, "eos_token_id": 3, "vocab_size": len(VOCAB), "type_vocab_size": 2}
 
 
 def shrunk_config(model_type: str, **overrides) -> hf.PretrainedConfig:

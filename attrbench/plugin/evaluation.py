@@ -287,11 +287,15 @@ class Evaluation(Configurable):
         needs a layer reader."""
         return None
 
-    def check(self, adapter, methods: Sequence[Method], context: EvalContext) -> None:
-        """Raise before any work if this evaluation cannot serve these methods on this model."""
+    def check_model(self, adapter) -> None:
+        """Raise before any work if this evaluation cannot run on this model (:meth:`supports`)."""
         reason = self.supports(adapter)
         if reason:
             raise InputError(f"evaluation '{self.name}' cannot run on '{adapter.name}': {reason}")
+
+    def check(self, adapter, methods: Sequence[Method], context: EvalContext) -> None:
+        """Raise before any work if this evaluation cannot serve these methods on this model."""
+        self.check_model(adapter)
         if self.needs_methods and not methods:
             raise InputError(f"evaluation '{self.name}' scores methods: give --method (one or more)")
         for method in methods:
@@ -462,6 +466,4 @@ class Analysis(Evaluation):
         return no_reader_reason(adapter)
 
     def check(self, adapter, methods, context):
-        reason = self.supports(adapter)  # methods given alongside other evaluations are simply not used here
-        if reason:
-            raise InputError(f"analysis '{self.name}' cannot run on '{adapter.name}': {reason}")
+        self.check_model(adapter)  # methods given alongside other evaluations are simply not used here

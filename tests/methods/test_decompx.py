@@ -224,7 +224,7 @@ def test_equals_frozen_gradient_x_input_with_the_biases_apart(name):
     expected, logit = _frozen_gradient_x_input(adapter, TEXT, target)
     # the frozen model computes the same logit: to 1e-6 in float64; a model that rounds to float32 inside (RMSNorm,
     # softmax) to twice float32's bound over those roundings, of the magnitude of the terms the logit sums
-    stages = float32_stages(adapter) if name != "classifier" else 0
+    stages = float32_stages(adapter)
     scale = float(np.abs(expected).sum() + abs(result.meta["bias_logit"]))
     bound = 2 * gamma(stages, torch.float32) * scale if stages else 1e-6 * abs(logit)
     assert abs(logit - result.meta["logit"]) <= bound
