@@ -51,3 +51,18 @@ def task_models(tmp_path_factory):
                "sva": build_task_model("tiny-bert", "sva", root / "sva", Recipe(train_size=512), progress=False)}
     return {"sst2": load_model(str(root / "sst2")), "sva": load_model(str(root / "sva")), "records": records,
             "root": root}
+
+
+UNREAD = "cohere"  # a family without a layer reader (parallel blocks with a logit scale), for what runs without one
+
+
+@pytest.fixture(scope="session")
+def unread_folder(tmp_path_factory):
+    """A tiny random model of a family without a layer reader, saved as a folder (``load_model`` takes its path)."""
+    from attrbench.models.tiny import build_family
+
+    folder = tmp_path_factory.mktemp("unread")
+    model, tokenizer = build_family(UNREAD, "causal_lm")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)

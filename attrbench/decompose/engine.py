@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from ..errors import CompletenessError, InputError
 from ..models.adapter import LayerCapture, TransformerAdapter
 from ..models.architectures import no_reader_reason
-from ..models.spec import LayerSpec
+from ..models.spec import LayerSpec, Linear
 from . import shapley, stages
 from .ff_split import FF_SPLITS
 from .layout import Layout, layout_for
@@ -150,6 +150,10 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         ln1_parts = cap.ln1_out if spec.ln1.beta is None else cap.ln1_out - spec.ln1.beta
     attn_in = cap.ln1_out if norm_first else cap.x
     values, attn_bias = stages.value_vectors(spec, attn_in, options.value_bias, ln1_parts)
+    # Sandwich blocks norm each sublayer's output before the residual add, with its real scale per token.
+    post, ff_post = spec.attn_post_norm, spec.ff_post_norm
+    post_scale = None if post is None else post.scale(cap.attn_post_in)
+    ff_post_scale = None if ff_post is None else ff_post.scale(cap.ff_post_in)
 
     # The norm in front of the FF (Post-LN: LN1, Pre-LN: LN2) with its real scale per token.
     ff_norm = spec.ln2 if norm_first else spec.ln1
@@ -158,12 +162,58 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
     want_ff = deepest >= order.index(layout.after_ff)
     if want_ff:
         ff_in = cap.ln2_out if norm_first else cap.ln1_out
-        projections = [ff.w_in] + ([ff.up] if ff.gated else [])
-        folded = [stages.folded_norm_weight(ff_norm, p) for p in projections]
-        per_head_pre = [(values.flatten(0, 1) @ w).view(n, spec.n_heads, -1) for w in folded]  # (n, H, d')
-        own_pre = [cap.x @ w for w in folded]  # residual token's share, (n, d')
         ff_split = FF_SPLITS[options.ff_attribution]
-        prepared = ff_split.prepare(ff, ff_in)
+        units: dict[int, tuple] = {}
+
+        def unit(e: int) -> tuple:
+            """One FF's weights folded for the chunks (a mixture of experts has one per expert, made when a token
+            is first routed to it): its projections, their per-head and own-token pre-activations, the split's
+            preparation on the real FF input."""
+            if e not in units:
+                ff_e = ff if spec.experts is None else spec.experts[e]
+                projections = [ff_e.w_in] + ([ff_e.up] if ff_e.gated else [])
+                folded = [stages.folded_norm_weight(ff_norm, p) for p in projections]
+                # the attention's parts reach the FF through the post-norm too (folded the same way); a parallel FF
+                # reads the layer input, all of it the token's own
+                through = folded if post is None else [stages.folded_norm_weight(post, Linear(w, None)) for w in folded]
+                per_head_pre = None if spec.parallel else [
+                    (values.flatten(0, 1) @ w).view(n, spec.n_heads, -1) for w in through]  # (n, H, d')
+                own_pre = [cap.x @ w for w in folded]  # residual token's share, (n, d')
+                if spec.experts is None:
+                    units[e] = ff_e, projections, per_head_pre, own_pre, ff_split.prepare(ff_e, ff_in), None
+                else:  # the split's preparation on the rows routed to the expert only; ``place`` finds them there
+                    routed = (cap.expert_ids == e).any(-1).nonzero().flatten()
+                    place = torch.full((n,), -1, dtype=torch.long, device=cap.x.device)
+                    place[routed] = torch.arange(len(routed), device=cap.x.device)
+                    units[e] = ff_e, projections, per_head_pre, own_pre, ff_split.prepare(ff_e, ff_in[routed]), place
+            return units[e]
+
+        def ff_chunk(e: int, r0: int, r1: int, alpha_t: torch.Tensor, ff_in_bias: torch.Tensor, m: int,
+                     sel: Optional[torch.Tensor] = None):
+            """FF ``e``'s output parts (m, c', d) and bias (c', d) for rows r0:r1 (or those ``sel`` picks of them):
+            its input parts projected through W_in, folded (per-head projections mixed, no n^2 d d')."""
+            ff_e, projections, per_head_pre, own_pre, prepared, place = unit(e)
+            at = slice(r0, r1) if sel is None else r0 + sel  # rows of the sequence
+            mine = slice(None) if sel is None else sel  # rows of the chunk
+            rows = torch.arange(r0, r1, device=cap.x.device)[mine]
+            a = alpha_t if sel is None else alpha_t[:, sel].contiguous()
+            pre = []
+            for k, (own, proj) in enumerate(zip(own_pre, projections)):
+                buffer = ws.get(f"pre{k}", (m, len(rows), own.shape[-1]), cap.x)
+                if per_head_pre is None:
+                    p = buffer.zero_()
+                else:
+                    p = stages.mix_heads(a, per_head_pre[k][:m], out=buffer)
+                    if post is not None:
+                        p.div_(post_scale[at, None])
+                p = stages.add_to_own_token(p, rows, own[at])
+                pre.append((p.div_(ff_scale[at, None]), proj(ff_in_bias[mine])))
+            act = ff_split.split(ff_e, prepared, pre, at if place is None else place[at], options.shapley_samples,
+                                 options.seed)
+            parts = torch.mm(act.parts.view(-1, act.parts.shape[-1]), ff_e.w_out.weight,
+                             out=ws.get("ff" if sel is None else "expert", (m * len(rows), d), cap.x))
+            return parts.view(m, len(rows), d), ff_e.w_out(act.bias), act.sampling_se
+
     # Equal row chunks whose widest tensor, (n, rows, d' or d), stays within chunk_bytes.
     width = ff.w_out.weight.shape[0] if want_ff else d
     rows_max = max(1, min(n, options.chunk_bytes // max(1, n * width * cap.x.element_size())))
@@ -193,13 +243,20 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         alpha_t = cap.attn_probs[:, r0:r1, :m].permute(2, 1, 0).contiguous()  # (m, c, H)
         parts = stages.mix_heads(alpha_t, values[:m], out=ws.get("attn", (m, c, d), cap.x))
         bias = attn_bias.expand(c, d)
+        if post is not None:
+            parts, bias = stages.norm_parts(parts, bias, post, post_scale[r0:r1], inplace=True)
         record("attn_n", parts, bias, view)
         parts = stages.add_to_own_token(parts, rows, cap.x[r0:r1])  # RES1
         record("attn_res_n", parts, bias, view)
         if norm_first:
             atb, atb_bias = parts, bias
             record("atb", atb, atb_bias, view)
-            ff_in_parts, ff_in_bias = stages.norm_parts(atb, atb_bias, spec.ln2, ff_scale[r0:r1])
+            if spec.parallel:  # the FF's input is LN2 of the layer input: each row's own token
+                own = stages.add_to_own_token(ws.get("own", (m, c, d), cap.x).zero_(), rows, cap.x[r0:r1])
+                ff_in_parts, ff_in_bias = stages.norm_parts(own, torch.zeros_like(bias), spec.ln2, ff_scale[r0:r1],
+                                                            inplace=True)
+            else:
+                ff_in_parts, ff_in_bias = stages.norm_parts(atb, atb_bias, spec.ln2, ff_scale[r0:r1])
             record("atb_ln", ff_in_parts, ff_in_bias, view)
         else:
             atb, atb_bias = stages.norm_parts(parts, bias, spec.ln1, ff_scale[r0:r1], inplace=True)
@@ -207,18 +264,24 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             ff_in_bias = atb_bias
         if not want_ff:
             continue
-        # FF input parts projected through W_in (folded: mixes per-head projections, no n^2 d d').
-        pre = []
-        for k, (per_head, own, proj) in enumerate(zip(per_head_pre, own_pre, projections)):
-            p = stages.mix_heads(alpha_t, per_head[:m], out=ws.get(f"pre{k}", (m, c, per_head.shape[-1]), cap.x))
-            p = stages.add_to_own_token(p, rows, own[r0:r1])
-            pre.append((p.div_(ff_scale[r0:r1, None]), proj(ff_in_bias)))
-        act = ff_split.split(ff, prepared, pre, view.rows, options.shapley_samples, options.seed)
-        sampling_se = max(sampling_se, act.sampling_se)
-        ff_parts = torch.mm(act.parts.view(m * c, -1), ff.w_out.weight,
-                            out=ws.get("ff", (m * c, d), cap.x)).view(m, c, d)
-        ff_bias = ff.w_out(act.bias)
-        del act, pre
+        if spec.experts is None:
+            ff_parts, ff_bias, se = ff_chunk(0, r0, r1, alpha_t, ff_in_bias, m)
+        else:  # each row's routed experts, weighted as the router weighted them in the forward pass
+            ids, weights = cap.expert_ids[r0:r1], cap.expert_weights[r0:r1].to(cap.x.dtype)
+            ff_parts, ff_bias, se = ws.get("ff", (m, c, d), cap.x).zero_(), cap.x.new_zeros(c, d), 0.0
+            for e in torch.unique(ids).tolist():
+                if e >= len(spec.experts):  # a router's "no expert" id
+                    continue
+                hit = ids == e
+                sel = hit.any(-1).nonzero().flatten()
+                weight = (weights * hit).sum(-1)[sel]
+                parts_e, bias_e, se_e = ff_chunk(e, r0, r1, alpha_t, ff_in_bias, m, sel)
+                ff_parts.index_add_(1, sel, parts_e * weight[None, :, None])
+                ff_bias.index_add_(0, sel, bias_e * weight[:, None])
+                se = max(se, se_e)
+        sampling_se = max(sampling_se, se)
+        if ff_post is not None:
+            ff_parts, ff_bias = stages.norm_parts(ff_parts, ff_bias, ff_post, ff_post_scale[r0:r1], inplace=True)
         record(layout.after_ff, ff_parts, ff_bias, view)
         res_parts, res_bias = ff_parts.add_(atb), ff_bias + atb_bias  # RES2
         record(layout.after_res2, res_parts, res_bias, view)

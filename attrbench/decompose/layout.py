@@ -85,7 +85,7 @@ PRE_LN = Layout(
     norm_first=True,
     scopes=("attn_w", "attn_n", "attn_res_n", "atb", "atb_ln", "atb_ln_ff", "atb_ln_ff_res"),
     added=(("atb_ln", "ln"), ("atb_ln_ff", "ff"), ("atb_ln_ff_res", "res")),
-    boundaries=(("attn_n", "attn_out"), ("attn_res_n", "ln2_in"), ("atb", "ln2_in"), ("atb_ln", "ln2_out"),
+    boundaries=(("attn_n", "attn_out"), ("attn_res_n", "attn_res"), ("atb", "attn_res"), ("atb_ln", "ln2_out"),
                 ("atb_ln_ff", "ff_out"), ("atb_ln_ff_res", "out")),
 )
 ALL_FF_SCOPES = tuple(dict.fromkeys(POST_LN.ff_scopes + PRE_LN.ff_scopes))  # of either placement
@@ -96,11 +96,13 @@ def layout_for(norm_first: bool) -> Layout:
 
 
 def ff_output_readers(adapter) -> list:
-    """Per layer, the norm module that next reads the FF output (Post-LN: LN2; Pre-LN: the next layer's
-    first norm, or the final norm; None where the model has none)."""
+    """Per layer, the norm module that next reads the FF output (Post-LN: LN2; Pre-LN: its post-norm where the
+    block has one, else the next layer's first norm, or the final norm; None where the model has none)."""
     if not adapter.norm_first:
         return [spec.ln2.module for spec in adapter.layers]
-    return [spec.ln1.module for spec in adapter.layers[1:]] + [adapter.final_norm]
+    following = [spec.ln1.module for spec in adapter.layers[1:]] + [adapter.final_norm]
+    return [spec.ff_post_norm.module if spec.ff_post_norm is not None else after
+            for spec, after in zip(adapter.layers, following)]
 
 
 def visible_cells(n: int, causal: bool) -> np.ndarray:

@@ -59,9 +59,31 @@ def _attention(spec: LayerSpec, probs: torch.Tensor, parts: torch.Tensor, bias: 
 
 def _feed_forward(spec: LayerSpec, cap: LayerCapture, parts: torch.Tensor, bias: torch.Tensor, ff_attribution: str,
                   how: str, chunk_bytes: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """The FF block's output as parts, its input rows in chunks of about ``chunk_bytes``."""
-    ff, split = spec.ff, FF_SPLITS[ff_attribution]
-    prepared = split.prepare(ff, cap.ln2_out if spec.norm_first else cap.ln1_out)
+    """The FF block's output as parts, its input rows in chunks of about ``chunk_bytes``; a mixture of experts' as
+    each row's routed experts' parts, weighted as the router weighted them in the forward pass."""
+    if spec.experts is None:
+        return _one_feed_forward(spec.ff, spec, cap, parts, bias, ff_attribution, how, chunk_bytes)
+    out_parts, out_bias = torch.zeros_like(parts), torch.zeros_like(bias)
+    weights = cap.expert_weights.to(parts.dtype)
+    for e in torch.unique(cap.expert_ids).tolist():
+        if e >= len(spec.experts):  # a router's "no expert" id
+            continue
+        hit = cap.expert_ids == e
+        rows = hit.any(-1).nonzero().flatten()
+        weight = (weights * hit).sum(-1)[rows]
+        e_parts, e_bias = _one_feed_forward(spec.experts[e], spec, cap, parts[:, rows], bias[rows], ff_attribution,
+                                            how, chunk_bytes, rows)
+        out_parts[:, rows] += e_parts * weight[None, :, None]
+        out_bias[rows] += e_bias * weight[:, None]
+    return out_parts, out_bias
+
+
+def _one_feed_forward(ff, spec: LayerSpec, cap: LayerCapture, parts: torch.Tensor, bias: torch.Tensor,
+                      ff_attribution: str, how: str, chunk_bytes: int, at: torch.Tensor | None = None):
+    """One FF's output as parts, for the rows ``at`` of the sequence (all of them by default)."""
+    split = FF_SPLITS[ff_attribution]
+    ff_in = cap.ln2_out if spec.norm_first else cap.ln1_out
+    prepared = split.prepare(ff, ff_in if at is None else ff_in[at])
     projections = [ff.w_in] + ([ff.up] if ff.gated else [])
     m, n, d = parts.shape
     rows_per_chunk = max(1, chunk_bytes // max(1, m * ff.w_out.weight.shape[0] * parts.element_size()))
@@ -80,12 +102,22 @@ def propagate_layer(spec: LayerSpec, cap: LayerCapture, parts: torch.Tensor, bia
                     chunk_bytes: int = 32 * 2**20) -> tuple[torch.Tensor, torch.Tensor]:
     """Parts (m, n, d) and bias (n, d) of one layer's input -> the same of its output (checked against it)."""
     first = spec.index == 0
-    if spec.norm_first:  # Pre-LN: x + ATTN(LN1(x)), then + FF(LN2(.))
+    if spec.norm_first:  # Pre-LN: x + ATTN(LN1(x)), then + FF(LN2(.)); a sandwich block norms each sublayer's
+        # output before its residual add, a parallel one feeds the FF the layer input
+        layer_in = parts, bias
         normed = stages.carry_norm(parts, bias, spec.ln1, spec.ln1.scale(cap.ln1_in), bias_split)
         attn_parts, attn_bias, constant = _attention(spec, cap.attn_probs, *normed, first, bias_split)
+        if spec.attn_post_norm is not None:  # the block's constant is normed with the rest of its output
+            attn_parts, attn_bias = stages.carry_norm(attn_parts, attn_bias + constant, spec.attn_post_norm,
+                                                      spec.attn_post_norm.scale(cap.attn_post_in), bias_split)
+            constant = torch.zeros_like(constant)
         parts, bias = stages.spread_bias(parts + attn_parts, bias + attn_bias, constant, bias_split)
-        ff_in = stages.carry_norm(parts, bias, spec.ln2, spec.ln2.scale(cap.ln2_in), bias_split)
+        ff_in = stages.carry_norm(*(layer_in if spec.parallel else (parts, bias)), spec.ln2,
+                                  spec.ln2.scale(cap.ln2_in), bias_split)
         ff_parts, ff_bias = _feed_forward(spec, cap, *ff_in, ff_attribution, bias_split, chunk_bytes)
+        if spec.ff_post_norm is not None:
+            ff_parts, ff_bias = stages.carry_norm(ff_parts, ff_bias, spec.ff_post_norm,
+                                                  spec.ff_post_norm.scale(cap.ff_post_in), bias_split)
         parts, bias = parts + ff_parts, bias + ff_bias
     else:  # Post-LN: LN1(x + ATTN(x)), then LN2(. + FF(.))
         attn_parts, attn_bias, constant = _attention(spec, cap.attn_probs, parts, bias, first, bias_split)

@@ -17,6 +17,7 @@ from attrbench.plugin import (
     layout_for,
     map_change,
     mean_of_defined,
+    norm_spec,
     register,
     spearman,
 )
@@ -32,8 +33,8 @@ class LNOutliers(Analysis):
     def run(self, adapter, methods, examples, context):
         layout = layout_for(adapter.norm_first)
         before, after = layout.before_ff, layout.after_ff
-        gains = [None if norm is None else norm.weight.detach().double().cpu().numpy()
-                 for norm in ff_output_readers(adapter)]
+        gains = [None if norm is None else norm_spec(norm).gamma.detach().double().cpu().numpy()
+                 for norm in ff_output_readers(adapter)]  # the gain it multiplies by (Gemma's 1 + w)
         drop = [None if g is None else np.argsort(g)[:max(1, int(round(BOTTOM * len(g))))] for g in gains]
         sums, count = None, 0
         full, reduced = [], []

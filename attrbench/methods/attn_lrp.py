@@ -173,9 +173,18 @@ class AttnLRP(GradientMethod):
         reason = super().supports(adapter) or no_readout_reason(adapter)
         if reason:
             return reason
+        config = adapter.model.config
+        if getattr(config, "attn_logit_softcapping", None):
+            return "its attention scores are soft-capped (tanh), for which AttnLRP has no rule"
+        if any(spec.experts for spec in adapter.layers):
+            return ("its experts compute their gate products inside one fused module and weight them by the router, "
+                    "where AttnLRP's hooks cannot reach")
+        if config.model_type == "deberta-v2":
+            return "its disentangled attention adds relative-position scores, for which AttnLRP has no rule"
         functional = [s for s in head_steps(adapter) if isinstance(s, Activation) and not isinstance(s.fn, nn.Module)]
         if functional or any(not isinstance(spec.ff.activation, nn.Module) for spec in adapter.layers):
-            return "it applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's MLM head)"
+            return ("its head applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's heads: "
+                    "gelu, tanh)")
         return None
 
     def groups(self, adapter, lengths):

@@ -39,7 +39,8 @@ def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], cor
     def zero_values(spec):
         def hook(module, args, output):
             output = output.clone()
-            output[torch.arange(len(zeroed), device=output.device), zeroed, spec.value_columns] = 0
+            columns = torch.arange(output.shape[-1], device=output.device)[spec.value_columns]  # a slice or indices
+            output[torch.arange(len(zeroed), device=output.device)[:, None], zeroed[:, None], columns[None]] = 0
             return output
         return hook
 

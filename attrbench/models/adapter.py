@@ -16,8 +16,8 @@ import torch
 from torch import nn
 
 from ..errors import InputError, ModelLoadError
-from .architectures import ARCHITECTURES, architecture_of, no_reader_reason
-from .generic import check_readable, find_blocks, find_final_norm, is_causal
+from .architectures import ARCHITECTURES, architecture_of, final_norm_of, no_reader_reason
+from .generic import check_readable, find_blocks, is_causal
 from .spec import LayerSpec
 from .training.lora import state_hash
 
@@ -35,21 +35,31 @@ class Batch:
 
 @dataclass
 class LayerCapture:
-    """The real tensors at one layer's scope boundaries, (B, n, ...) or sliced to one sequence."""
+    """The real tensors at one layer's scope boundaries, (B, n, ...) or sliced to one sequence.
+
+    An identity norm's input and output are its neighbours' (OLMo 2: the layer input before attention, the
+    attention's residual stream before the FF); ``attn_res`` is the residual stream after attention, the FF norm's
+    input in a serial block and ``x + attn_out`` in a parallel one."""
 
     x: torch.Tensor  # layer input
     attn_probs: torch.Tensor  # (B, H, n, n)
-    attn_out: torch.Tensor  # attention block output (o-proj, with bias)
+    attn_out: torch.Tensor  # what attention adds to the residual stream (o-proj with bias; post-norm if any)
     ln1_in: torch.Tensor
     ln1_out: torch.Tensor
     ln2_in: torch.Tensor
     ln2_out: torch.Tensor
-    ff_out: torch.Tensor
+    ff_out: torch.Tensor  # what the FF adds to the residual stream (post-norm if any)
     out: torch.Tensor  # layer output
+    attn_res: torch.Tensor  # x + attn_out
+    attn_post_in: Optional[torch.Tensor] = None  # the attention output before its post-norm (sandwich blocks)
+    ff_post_in: Optional[torch.Tensor] = None  # the FF output before its post-norm
+    expert_ids: Optional[torch.Tensor] = None  # (B, n, k) each token's routed experts (a mixture of experts)
+    expert_weights: Optional[torch.Tensor] = None  # (B, n, k) their router weights, as the forward pass used them
 
     def sequence(self, b: int, n: int) -> "LayerCapture":
-        values = {f.name: getattr(self, f.name)[b] for f in fields(self)}
-        values = {k: (v[:, :n, :n] if k == "attn_probs" else v[:n]) for k, v in values.items()}
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values = {k: (None if v is None else v[b, :, :n, :n] if k == "attn_probs" else v[b, :n])
+                  for k, v in values.items()}
         return LayerCapture(**values)
 
 
@@ -153,9 +163,7 @@ class TransformerAdapter:
     @property
     def final_norm(self) -> Optional[nn.Module]:
         """The norm after the last layer (Pre-LN decoders), or None."""
-        if self.architecture is None:
-            return find_final_norm(self.model, self.blocks)
-        return self.architecture.final_norm(self.model.base_model)
+        return final_norm_of(self.architecture, self.model, self.blocks)
 
     @property
     def n_layers(self) -> int:
@@ -252,6 +260,11 @@ class TransformerAdapter:
                 store[i][key] = (_first(args) if which == "in" else _first(output)).detach()
             return hook
 
+        def route(i):  # the experts' call: (token states, expert ids, router weights), tokens flattened
+            def hook(module, args, output):
+                store[i]["expert_ids"], store[i]["expert_weights"] = args[1].detach(), args[2].detach()
+            return hook
+
         hooks = []
         for i, spec in enumerate(self.layers):
             points = [(spec.layer, "x", "in"), (spec.layer, "out", "out"),
@@ -259,8 +272,27 @@ class TransformerAdapter:
                       (spec.ln1.module, "ln1_in", "in"), (spec.ln1.module, "ln1_out", "out"),
                       (spec.ln2.module, "ln2_in", "in"), (spec.ln2.module, "ln2_out", "out"),
                       (spec.ff_out_module, "ff_out", "out")]
-            hooks += [(module, keep(i, key, which)) for module, key, which in points]
+            for norm, key in ((spec.attn_post_norm, "attn_post_in"), (spec.ff_post_norm, "ff_post_in")):
+                if norm is not None:
+                    points.append((norm.module, key, "in"))
+            hooks += [(module, keep(i, key, which)) for module, key, which in points
+                      if module is not None and not isinstance(module, nn.Identity)]
+            if spec.experts_module is not None:
+                hooks.append((spec.experts_module, route(i)))
         return forward_hooks(hooks)
+
+    @staticmethod
+    def _fill(spec: LayerSpec, tensors: dict) -> dict:
+        """The boundaries no module's hook sees: identity norms' (their neighbours) and the attention's residual
+        stream where no norm reads it (parallel blocks, OLMo 2)."""
+        if spec.ln1.kind == "identity":
+            tensors["ln1_in"] = tensors["ln1_out"] = tensors["x"]
+        serial_reader = spec.norm_first and not spec.parallel and spec.ln2.kind != "identity"
+        tensors["attn_res"] = (tensors["ln2_in"] if serial_reader else tensors["ln1_in"] if not spec.norm_first
+                               else tensors["x"] + tensors["attn_out"])
+        if spec.ln2.kind == "identity":
+            tensors["ln2_in"] = tensors["ln2_out"] = tensors["x"] if spec.parallel else tensors["attn_res"]
+        return tensors
 
     @torch.no_grad()
     def capture(self, batch: Batch) -> list[LayerCapture]:
@@ -276,9 +308,10 @@ class TransformerAdapter:
             raise ModelLoadError(f"model '{self.name}' returned no attention weights; load it with "
                                  "attn_implementation='eager'")
         captures = []
-        for layer_store, probs in zip(store, attentions):
+        for spec, layer_store, probs in zip(self.layers, store, attentions):
             shape = layer_store["x"].shape  # OPT flattens tokens inside its FF: restore (B, n, d)
-            tensors = {k: v.reshape(shape) for k, v in layer_store.items()}
+            tensors = self._fill(spec, {k: v.reshape(*shape[:2], -1) if k.startswith("expert_") else v.reshape(shape)
+                                        for k, v in layer_store.items()})
             captures.append(LayerCapture(attn_probs=probs.detach(), **tensors))
         for i, cap in enumerate(captures):
             mask = batch.attention_mask.bool()

@@ -54,13 +54,15 @@ def find_blocks(model: nn.Module) -> list[nn.Module]:
 
 
 def find_final_norm(model: nn.Module, blocks: list[nn.Module]) -> Optional[nn.Module]:
-    """The norm after the last block (Pre-LN decoders), found by transformers' names for it, or None."""
+    """The norm after the last block (Pre-LN decoders), found by transformers' names for it, or None: the last one
+    registered outside the blocks (ModernBERT's embeddings have a ``norm`` too, before its ``final_norm``)."""
     inside = {id(m) for block in blocks for m in block.modules()}
+    found = None
     for path, module in model.base_model.named_modules():
         if path and path.rsplit(".", 1)[-1] in FINAL_NORM_NAMES and id(module) not in inside and hasattr(
                 module, "weight"):
-            return module
-    return None
+            found = module
+    return found
 
 
 @torch.no_grad()

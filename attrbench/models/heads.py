@@ -49,6 +49,30 @@ def _distilbert_mlm(model, final_norm) -> list[HeadStep]:
             linear_spec(model.vocab_projector)]
 
 
+def _electra_mlm(model, final_norm) -> list[HeadStep]:
+    p = model.generator_predictions
+    return [linear_spec(p.dense), Activation(p.activation), norm_spec(p.LayerNorm), linear_spec(model.generator_lm_head)]
+
+
+def _modernbert_mlm(model, final_norm) -> list[HeadStep]:  # the base model's output is after its final norm
+    h = model.head
+    return [norm_spec(final_norm), linear_spec(h.dense), Activation(h.act), norm_spec(h.norm),
+            linear_spec(model.decoder)]
+
+
+def _deberta_mlm(model, final_norm) -> list[HeadStep]:
+    if model.legacy:  # BERT's head under DeBERTa's names
+        return _bert_mlm(model, final_norm)
+    h = model.lm_predictions.lm_head  # its logits are the word embeddings' products, plus a bias
+    return [linear_spec(h.dense), Activation(h.transform_act_fn), norm_spec(h.LayerNorm),
+            Linear(model.get_input_embeddings().weight.T, h.bias)]
+
+
+def _roberta_classifier(model, final_norm) -> list[HeadStep]:  # <s> through dense, tanh, out_proj
+    c = model.classifier
+    return [linear_spec(c.dense), Activation(torch.tanh), linear_spec(c.out_proj)]
+
+
 def _bert_classifier(model, final_norm) -> list[HeadStep]:  # the pooler reads [CLS]; dropout is off in eval
     pooler = model.bert.pooler
     return [linear_spec(pooler.dense), Activation(pooler.activation), linear_spec(model.classifier)]
@@ -59,21 +83,36 @@ def _token_classifier(model, final_norm) -> list[HeadStep]:
 
 
 HEADS: dict[str, Callable] = {
-    "GPT2LMHeadModel": _causal_lm, "OPTForCausalLM": _causal_lm, "LlamaForCausalLM": _causal_lm,
-    "MistralForCausalLM": _causal_lm, "Qwen2ForCausalLM": _causal_lm,
+    "GPT2LMHeadModel": _causal_lm, "OPTForCausalLM": _causal_lm,
     "BertForMaskedLM": _bert_mlm, "RobertaForMaskedLM": _roberta_mlm, "DistilBertForMaskedLM": _distilbert_mlm,
+    "XLMRobertaForMaskedLM": _roberta_mlm, "CamembertForMaskedLM": _roberta_mlm, "ElectraForMaskedLM": _electra_mlm,
+    "ModernBertForMaskedLM": _modernbert_mlm, "DebertaV2ForMaskedLM": _deberta_mlm,
     "BertForSequenceClassification": _bert_classifier, "BertForTokenClassification": _token_classifier,
+    "RobertaForSequenceClassification": _roberta_classifier, "XLMRobertaForSequenceClassification": _roberta_classifier,
 }
+# config fields of causal LMs whose logits are not ``final_norm(h) @ W_U`` (a cap, a scale): their heads are not read
+_LOGIT_TRANSFORMS = ("final_logit_softcapping", "logit_scale", "logits_scaling", "output_multiplier_scale")
+
+
+def _plain_causal_lm(model) -> bool:
+    """A ``...ForCausalLM`` whose logits are the final norm and one linear unembedding (LLaMA, Qwen, Gemma 3,
+    Pythia, Phi, OLMo 2...): not a model that caps or scales its logits (Gemma 2's soft-capping)."""
+    config = model.config
+    return (type(model).__name__.endswith("ForCausalLM") and isinstance(model.get_output_embeddings(), torch.nn.Linear)
+            and not any(getattr(config, name, None) not in (None, 1, 1.0) for name in _LOGIT_TRANSFORMS))
 
 
 def head_steps(adapter) -> Optional[list[HeadStep]]:
     """The head of ``adapter``'s model as steps (the last one linear, onto the logits), or None if not listed."""
     read = HEADS.get(type(adapter.model).__name__)
+    if read is None and _plain_causal_lm(adapter.model):
+        read = _causal_lm
     return None if read is None else read(adapter.model, adapter.final_norm)
 
 
 def no_readout_reason(adapter) -> Optional[str]:
     """Why a method that reads the head as steps cannot run on ``adapter`` (None when it can)."""
     if head_steps(adapter) is None:
-        return f"its head ({type(adapter.model).__name__}) has no readout; supported heads: {', '.join(sorted(HEADS))}"
+        return (f"its head ({type(adapter.model).__name__}) has no readout; supported heads: causal LMs whose logits "
+                f"are the final norm and one linear map, {', '.join(sorted(HEADS))}")
     return None

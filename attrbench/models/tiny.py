@@ -160,8 +160,9 @@ def build_family(model_type: str, head: str = "causal_lm", seed: int = 0, **over
     return model.eval(), tiny_tokenizer(encoder=encoder)
 
 
-# The families researchers study in 2025-26 that have no layer reader yet, as tiny random models (load_model names):
-# the gradient, perturbation and erasure methods and metrics run on each; the decomposition family says why not.
+# The families researchers study in 2025-26, as tiny random models (load_model names), one per block shape the
+# readers know (sandwich norms, post-norms only, parallel blocks, fused projections, mixtures of experts, Pre-LN and
+# disentangled encoders, BERT's shape under other names): every method runs on each (tests/models/test_generic.py).
 FAMILIES: dict[str, tuple[str, str]] = {
     "tiny-gemma2": ("gemma2", "causal_lm"), "tiny-gemma3": ("gemma3_text", "causal_lm"),
     "tiny-pythia": ("gpt_neox", "causal_lm"), "tiny-gptj": ("gptj", "causal_lm"), "tiny-phi2": ("phi", "causal_lm"),

@@ -1,13 +1,19 @@
 """Every scope of every architecture reconstructs the real forward pass (README "How it works")."""
+from dataclasses import replace
+
 import pytest
 import torch
 import transformers as hf
 
 import attrbench
 from attrbench.decompose import scopes_for
-from attrbench.models import TransformerAdapter
-from attrbench.models.tiny import TINY_MODELS, build_tiny, randomise, tiny_tokenizer
+from attrbench.errors import CompletenessError
+from attrbench.models import TransformerAdapter, load_model
+from attrbench.models.architectures import ARCHITECTURES
+from attrbench.models.spec import Linear
+from attrbench.models.tiny import FAMILIES, TINY_MODELS, build_tiny, randomise, tiny_tokenizer
 from tests.conftest import TEXTS
+from tests.precision import float32_stages, unit_roundoff
 
 pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
 
@@ -123,3 +129,68 @@ def test_row_chunking_does_not_change_maps(tiny_models):
     chunked = attrbench.decompose(adapter, TEXTS[:1], chunk_bytes=1)[0]  # one row per chunk
     for scope in whole.maps:
         assert abs(whole.maps[scope] - chunked.maps[scope]).max() < 1e-13
+
+
+# --- the families of 2025-26: every block shape (tiny.FAMILIES with a layer reader) --------------------------------
+READ_FAMILIES = [name for name, (model_type, _) in FAMILIES.items() if model_type in ARCHITECTURES]
+SHAPES = {"tiny-gemma2": "sandwich", "tiny-gemma3": "sandwich", "tiny-olmo2": "sandwich", "tiny-pythia": "parallel",
+          "tiny-gptj": "parallel", "tiny-phi2": "parallel", "tiny-phi3": "pre-ln", "tiny-qwen3": "pre-ln",
+          "tiny-modernbert": "pre-ln", "tiny-deberta-v2": "post-ln", "tiny-xlm-roberta": "post-ln",
+          "tiny-electra": "post-ln", "tiny-mixtral": "experts", "tiny-olmoe": "experts", "tiny-qwen3-moe": "experts"}
+
+
+@pytest.fixture(scope="module")
+def family_models():
+    return {(name, dtype): load_model(name, dtype) for name in READ_FAMILIES for dtype in ("float64", "float32")}
+
+
+def test_every_family_with_a_reader_is_listed_with_its_block_shape(family_models):
+    assert set(READ_FAMILIES) == set(SHAPES)
+    for name, shape in SHAPES.items():
+        assert {spec.structure for spec in family_models[(name, "float64")].layers} == {shape}, name
+
+
+@pytest.mark.parametrize("value_bias", ["token", "bias"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize("name", READ_FAMILIES)
+def test_every_scope_of_every_family_is_complete(family_models, name, dtype, value_bias):
+    """Against the unmodified forward pass: float32's unit roundoff times the float32 stages the model computes even
+    in float64 (tests/precision.py), and a float32 model's own rounding."""
+    adapter = family_models[(name, dtype)]
+    stages = float32_stages(adapter)
+    limit = 1e-5 if dtype == "float32" else 8 * stages * unit_roundoff(torch.float32) if stages else 1e-12
+    for dec in attrbench.decompose(adapter, TEXTS, value_bias=value_bias, tolerance=1.0):
+        assert set(dec.residuals) == set(scopes_for(adapter.norm_first)) - {"attn_w"}
+        for scope, residual in dec.residuals.items():
+            assert residual <= limit, (scope, residual, limit)
+
+
+def _swap_gate_up(spec):
+    return {"ff": replace(spec.ff, w_in=spec.ff.up, up=spec.ff.w_in)}
+
+
+WRONG_READERS = {
+    "sandwich without its post-norms": ("tiny-gemma3", lambda s: {"attn_post_norm": None, "ff_post_norm": None}),
+    "Gemma's gain w instead of 1 + w": ("tiny-gemma3", lambda s: {"ln2": replace(s.ln2, gamma=s.ln2.module.weight)}),
+    "OLMo 2 without its post-norms": ("tiny-olmo2", lambda s: {"attn_post_norm": None, "ff_post_norm": None}),
+    "a parallel block read as serial": ("tiny-pythia", lambda s: {"parallel": False}),
+    "GPT-J read as serial": ("tiny-gptj", lambda s: {"parallel": False}),
+    "NeoX's per-head qkv read as q | k | v": ("tiny-pythia", lambda s: {"value": Linear(
+        s.layer.attention.query_key_value.weight.T[:, 64:], s.layer.attention.query_key_value.bias[64:])}),
+    "Phi-3's gate and up swapped": ("tiny-phi3", _swap_gate_up),
+    "ModernBERT's input and gate swapped": ("tiny-modernbert", _swap_gate_up),
+    "experts in the wrong order": ("tiny-mixtral", lambda s: {"experts": s.experts[::-1]}),
+    "Qwen3-MoE's experts without their gate": ("tiny-qwen3-moe", lambda s: {
+        "experts": [replace(e, w_in=e.up) for e in s.experts]}),
+    "DeBERTa's keys read as values": ("tiny-deberta-v2", lambda s: {
+        "value": Linear(s.layer.attention.self.key_proj.weight.T, s.layer.attention.self.key_proj.bias)}),
+}
+
+
+@pytest.mark.parametrize("wrong", WRONG_READERS)
+def test_a_wrong_reader_fails_completeness(wrong):
+    name, fields = WRONG_READERS[wrong]
+    adapter = load_model(name, "float64")
+    adapter.layers = [replace(spec, **fields(spec)) for spec in adapter.layers]
+    with pytest.raises(CompletenessError):
+        attrbench.decompose(adapter, TEXTS)

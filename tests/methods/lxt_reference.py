@@ -1,7 +1,7 @@
 """lxt 2.1's AttnLRP relevance of a tiny decoder; run in its own process, since lxt patches transformers' classes.
 
-``python lxt_reference.py NAME IDS_JSON INDEX CONTRAST`` prints the relevance of each token (JSON) for
-logit(INDEX) - logit(CONTRAST) at the last row. Two points of lxt do not run on transformers 5 and are worked
+``python lxt_reference.py NAME IDS_JSON INDEX CONTRAST [DTYPE]`` prints the relevance of each token (JSON) for
+logit(INDEX) - logit(CONTRAST) at the last row of the model ``load_model(NAME, DTYPE)`` (float64 by default). Two points of lxt do not run on transformers 5 and are worked
 around here, nothing else: importing ``lxt.efficient.models`` imports all of its model files, and its BERT
 file is a copy of transformers 4's (its ViT file needs torchvision); and lxt replaces the attention registry
 with a plain dict, which lacks the ``get_interface`` transformers 5 calls.
@@ -14,10 +14,11 @@ import types
 
 import torch
 
-from attrbench.models.tiny import build_tiny
+from attrbench.models import load_model
 
 name, ids, index, contrast = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-family = name.removeprefix("tiny-")
+model = load_model(name, sys.argv[5] if len(sys.argv) > 5 else "float64").model
+family = {"gemma3_text": "gemma3"}.get(model.config.model_type, model.config.model_type)  # transformers' and lxt's
 stub = types.ModuleType("lxt.efficient.models")  # its files, without the __init__ that imports them all
 stub.__path__ = [os.path.join(os.path.dirname(importlib.util.find_spec("lxt").origin), "efficient", "models")]
 stub.get_default_map = None
@@ -28,7 +29,6 @@ hf_module = importlib.import_module(f"transformers.models.{family}.modeling_{fam
 registry = hf_module.ALL_ATTENTION_FUNCTIONS
 monkey_patch(None, importlib.import_module(f"lxt.efficient.models.{family}").attnLRP)
 hf_module.ALL_ATTENTION_FUNCTIONS = registry  # eager attention is the module's patched eager_attention_forward
-model = build_tiny(name)[0].double().eval()
 emb = model.get_input_embeddings()(torch.tensor([ids])).detach().requires_grad_(True)
 logits = model(inputs_embeds=emb).logits[0, -1]
 (logits[index] - logits[contrast]).backward()

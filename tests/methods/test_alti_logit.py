@@ -123,5 +123,7 @@ def test_a_wrong_step_is_caught(monkeypatch):
 def test_bad_input():
     with pytest.raises(InputError, match="leave layers unset"):
         ALTI_LOGIT(load_model("tiny-gpt2"), TEXT, layers=[0])
-    with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
-        ALTI_LOGIT(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)
+    with pytest.raises(InputError, match="no readout; supported heads: causal LMs whose logits"):
+        ALTI_LOGIT(load_model("tiny-gemma2"), TEXT)  # Gemma 2 soft-caps its logits
+    roberta = TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier")  # <s>, dense, tanh, out_proj
+    assert ALTI_LOGIT(roberta, TEXT, target="class:1")[0].residual < 1e-10

