@@ -12,7 +12,9 @@ of padding or the method's, not float32's rounding of a random model's large act
 - ``runs``: ``attrbench.attribute`` with a gradient method (``grad_x_input``) and a perturbation method
   (``occlusion``), and ``erasure_aopc`` on the same text, give finite values, and both methods pass the conformance
   check (``attrbench.plugin.check_method``);
-- ``decomposes``: the family has a layer reader (``attrbench.models.architectures.ARCHITECTURES``).
+- ``decomposes``: the family has a layer reader (``attrbench.models.architectures.ARCHITECTURES``) and every scope
+  of every layer sums to the unmodified forward pass within the default tolerance (``attrbench.decompose``; a
+  reader that misreads a configuration of its family raises there, recorded with why).
 
 A type that does not build is recorded with the first line of transformers' error (the rule does not fit every
 config: a few validate their own field combinations); one that builds and fails is recorded with attrbench's. Each
@@ -65,7 +67,7 @@ def check_type(model_type: str, head: str) -> dict:
 
     transformers.logging.set_verbosity_error()
     began = time.perf_counter()
-    out = {"type": model_type, "head": head, "decomposes": model_type in ARCHITECTURES}
+    out = {"type": model_type, "head": head, "decomposes": False}
     try:
         model, tokenizer = build_family(model_type, head)
         model = model.double()  # float64: a batched run that differs from one-by-one is padding, not rounding
@@ -84,6 +86,14 @@ def check_type(model_type: str, head: str) -> dict:
         records = EVALS.get("erasure_aopc")(adapter, [METHODS.get("grad_x_input")], [example],
                                             EvalContext("sweep", progress=False))
         assert records and all(np.isfinite(v) for r in records for v in r["values"] if v is not None), "erasure"
+        if adapter.layers:
+            try:
+                attrbench.decompose(adapter, [text, "the dogs run"])
+                out["decomposes"] = True
+            except Exception as err:  # noqa: BLE001 - a reader that misreads this configuration: recorded
+                out["decomposes_why"] = _line(err)
+        elif model_type in ARCHITECTURES:
+            out["decomposes_why"] = "its reader refuses this configuration"
     except Exception as err:  # noqa: BLE001 - recorded: attrbench's one-line reason, or the model's own error
         return {**out, "status": "loads, does not run" if "causal" in out else "does not load", "why": _line(err),
                 "seconds": round(time.perf_counter() - began, 2)}
@@ -131,6 +141,8 @@ def main(argv=None) -> int:
         return 0
     import transformers
 
+    from attrbench.models.architectures import ARCHITECTURES
+
     types = args.types.split(",") if args.types else list(model_types())
     began = time.perf_counter()
     rows = sweep(types)
@@ -141,6 +153,7 @@ def main(argv=None) -> int:
               "command": "python benchmarks/bench_sweep.py", "transformers": transformers.__version__,
               "types": len(rows), "counts": counts,
               "decomposes": sorted(r["type"] for r in rows if r.get("decomposes")),
+              "readers": sorted(ARCHITECTURES),
               "seconds": round(time.perf_counter() - began, 1), "processor": platform.processor() or platform.machine(),
               "rows": rows}
     Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
