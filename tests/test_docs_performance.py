@@ -485,3 +485,25 @@ def test_batched_and_one_at_a_time_on_real_weights_are_the_recorded_run():
     assert all(r["batched s"] < r["whole padding budget s"] < r["padded to the longest s"] for r in padded)
     assert (rows["integrated_gradients"]["rows per text"], rows["smooth_grad"]["rows per text"]) == (50, 128)
     assert f"({rows['shapley_sampling']['texts']} sentences)" in text
+
+
+def test_the_block_shapes_table_is_the_recorded_run():
+    """Each family's row against its reference, and the bound the text states, are
+    benchmarks/results/families-cpu.json."""
+    text, rec = page(), record("families-cpu.json")
+    names = {"gemma3_text": "Gemma 3", "gemma2": "Gemma 2", "olmo2": "OLMo 2", "qwen3": "Qwen3", "phi3": "Phi-3",
+             "gpt_neox": "GPT-NeoX", "gptj": "GPT-J", "phi": "Phi-2", "mixtral": "Mixtral", "olmoe": "OLMoE",
+             "qwen3_moe": "Qwen3-MoE", "modernbert": "ModernBERT", "deberta-v2": "DeBERTa-v2", "xlm-roberta": "XLM-R",
+             "electra": "ELECTRA"}
+    for row in rec["rows"]:
+        reference = {"llama": "LLaMA", "bert": "BERT"}[row["reference"]]
+        line = (f"| {names[row['family']]} | {row['shape']} | {reference} | {fixed(row['seconds'], 3)} | "
+                f"{fixed(row['reference_seconds'], 3)} | {fixed(row['ratio'], 2)} |")
+        assert line in text, line
+        assert abs(row["ratio"] - row["seconds"] / row["reference_seconds"]) < 5e-3
+    plain = [r["ratio"] for r in rec["rows"] if r["shape"] in ("sandwich", "pre-ln", "post-ln")
+             and r["family"] != "modernbert"]
+    experts = [r["ratio"] for r in rec["rows"] if r["shape"] == "experts"]
+    assert f"families are within {fixed(max(plain), 2)}× of their reference" in text
+    assert f"costs {fixed(min(experts), 2)}–{fixed(max(experts), 2)}× its dense reference" in text
+    assert f"n = {rec['rows'][0]['n']}) side by side" in text and f"alternating the two {rec['repeats']} times" in text
