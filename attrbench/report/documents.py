@@ -30,7 +30,8 @@ from ..registry import EVALS
 from ..runtime.pipeline import collect, costs_kind, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
-from .figures import critical_difference, faithfulness_vs_cost, make_figures, verdicts
+from .figures import critical_difference, faithfulness_vs_cost, make_figures, scorecard_figure, verdicts
+from .scorecard import scorecard
 from .tables import (
     CI_NOTE,
     RANK_NOTE,
@@ -52,6 +53,7 @@ from .tables import (
     markdown_table,
     power_table,
     rank_table,
+    ranked_order,
     report_tables,
     short,
     split_table,
@@ -321,7 +323,7 @@ def short_table(headline: Table, records: list[dict], held: Optional[dict] = Non
                "_order": -1e18 if r["method"] == stats.get("reference") else
                (-sign * r["mean"] if r["mean"] is not None else 1e18)}
         rows.append(row)
-    frame = pd.DataFrame(rows).sort_values("_order", kind="stable").drop(columns="_order")
+    frame = pd.DataFrame(ranked_order(rows)).drop(columns="_order")
     if not frame["vs floor"].astype(str).str.strip().any():
         frame = frame.drop(columns="vs floor")
     if not sanity:
@@ -768,6 +770,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             {"metric": e["metric"], "vote": e["vote"], "top": e["statistics"].get("top"),
              "not_better_than_floor": e["not_better"], "worse_than_floor": e["worse"],
              "stability": e["statistics"].get("stability"), "n": e["statistics"].get("pair_n")} for e in panel]
+    card_inputs = [((model, dataset), headline, truths.get((model, dataset)), panels.get((model, dataset), []),
+                    sanity_flags(records, model, dataset), own_checks(records, model, dataset),
+                    _cost(records, model, dataset, "seconds"))
+                   for (model, dataset), suite_tables in by_suite.items()
+                   if (headline := headline_table(suite_tables)) is not None]
+    card = scorecard(card_inputs) if card_inputs else None
+    if card is not None:
+        statistics["scorecard"] = card[3]
+        card = (*card, scorecard_figure(card[0], card[3], folder))
     write_atomic(target / "statistics.json", json.dumps(statistics, indent=1, default=float))
 
     summary: list[Section] = []
@@ -809,6 +820,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             appendix.append((f"{suite_title(model, dataset)} · sample sizes for 80 % power", *power, [], []))
     appendix += [(title, frame, note, [], []) for title, frame, note, _, _ in splits]
     shown = {path.name for sections in (summary, appendix) for section in sections for _, path in section[3]}
+    shown |= {path.name for _, path in (card[4] if card is not None else [])}
     for stale in folder.glob("*.png"):  # left by an earlier rendering of this folder
         if stale.name not in shown:
             stale.unlink()
@@ -832,8 +844,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     computing = computing_line(held) if held else None
     header = _provenance_lines(meta) + ([f"- progress: {progress}"] if progress else []) + (
         [f"- still computing: {computing}"] if computing else [])
-    _write_markdown(target, title, header, found, explain, summary, appendix)
-    _write_html(target, title, header, found, explain, summary, appendix)
+    _write_markdown(target, title, header, found, explain, summary, appendix, card)
+    _write_html(target, title, header, found, explain, summary, appendix, card)
     return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,
             "computing": computing,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
@@ -841,8 +853,15 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             "findings": found}
 
 
-def _write_markdown(run_dir, title, header, found, explain, summary, appendix) -> None:
-    md = [f"# {title}", "", "## Findings", "", *[f"- {f}" for f in found], "", "## Provenance", "", *header, ""]
+def _write_markdown(run_dir, title, header, found, explain, summary, appendix, card=None) -> None:
+    md = [f"# {title}", ""]
+    if card is not None:  # the answer first: which method to use on each suite, and the scorecard it comes from
+        frame, note, lines, _, pictures = card
+        md += ["## What to use", "", *[f"- {line}" for line in lines], "", "## Scorecard", "",
+               *[line for caption, path in pictures for line in (f"![{caption}](figures/{path.name})", "")],
+               f"_{note}_", "", markdown_table(frame), ""]
+    md += ["## Findings in full" if card is not None else "## Findings", "", *[f"- {f}" for f in found], "",
+           "## Provenance", "", *header, ""]
     for heading, sections in (("", summary), ("Appendix: every table", appendix)):
         if heading:
             md += [f"# {heading}", "", *[line for text in explain for line in (text, "")]]
@@ -855,7 +874,7 @@ def _write_markdown(run_dir, title, header, found, explain, summary, appendix) -
     write_atomic(run_dir / "leaderboard.md", "\n".join(md) + "\n")
 
 
-def _write_html(run_dir, title, header, found, explain, summary, appendix) -> None:
+def _write_html(run_dir, title, header, found, explain, summary, appendix, card=None) -> None:
     def figure(caption, path):
         data = base64.b64encode(path.read_bytes()).decode()
         return (f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
@@ -867,8 +886,19 @@ def _write_html(run_dir, title, header, found, explain, summary, appendix) -> No
                 index=False, classes="leaderboard", border=0, na_rep="") + "</div>",
             f"<p class=\"note\">{html.escape(text)}</p>")]
 
-    body = [f"<h1>{html.escape(title)}</h1>", "<h2>Findings</h2>", "<ul class=\"findings\">"
-            + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>",
+    body = [f"<h1>{html.escape(title)}</h1>"]
+    if card is not None:
+        frame, note, lines, _, pictures = card
+        body += ["<h2>What to use</h2>", "<ul class=\"use\">" + "".join(f"<li>{html.escape(line)}</li>"
+                                                                       for line in lines) + "</ul>",
+                 "<h2>Scorecard</h2>", *[figure(*p) for p in pictures],
+                 "<details><summary>the scorecard as a table</summary>"
+                 + frame.to_html(index=False, classes="leaderboard scorecard", border=0, na_rep="") + "</details>",
+                 f"<p class=\"note\">{html.escape(note)}</p>"]
+    findings_list = "<ul class=\"findings\">" + "".join(f"<li>{html.escape(f)}</li>" for f in found) + "</ul>"
+    body += [(f"<details class=\"findings\"><summary>Findings in full: {len(found)} statements with their tests, "
+              f"corrections and intervals</summary>{findings_list}</details>") if card is not None else
+             "<h2>Findings</h2>" + findings_list,
             "<details class=\"meta\"><summary>Provenance</summary><ul>"
             + "".join(f"<li>{html.escape(line[2:])}</li>" for line in header) + "</ul></details>"]
     for name, frame, note, pictures, extra in summary:

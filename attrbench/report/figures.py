@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from matplotlib import transforms as mtransforms
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.patches import Rectangle
 from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from ..decompose import Decomposition
@@ -307,3 +308,54 @@ def make_figures(records: list[dict], folder: Path) -> dict[str, list[tuple[str,
                 raise InputError(f"evaluation '{eval_name}' asks for figure kind '{kind}'; known: {', '.join(FIGURES)}")
             figures.setdefault(title, []).extend(FIGURES[kind](group, folder, stem, title))
     return figures
+
+
+# Okabe & Ito's colour-blind-safe palette: the scorecard's cells by the headline verdict, with the text in each cell
+SCORECARD_COLOURS = {"top": "#0072B2", "better": "#56B4E9", "not separated": "#E69F00", "worse": "#D55E00",
+                     "unranked": "#DDDDDD"}
+
+
+def _scorecard_kind(cell: dict) -> str:
+    if cell["group"] is None:
+        return "unranked"
+    if cell["floor"] == "better":
+        return "top" if cell["group"] == 1 else "better"
+    return cell["floor"] if cell["floor"] in ("not separated", "worse") else "unranked"
+
+
+def scorecard_figure(frame: pd.DataFrame, data: dict, folder: Path) -> list[tuple[str, Path]]:
+    """The scorecard as a grid: a row per method, a column per suite, each cell coloured by its headline verdict
+    (top group and better than the floor; another group, better; not separated from the floor; worse; unranked) and
+    holding the table's text for that cell (drawn in a size that fits its width)."""
+    from .scorecard import cell_text
+
+    suites = list(frame.columns[1:])
+    if not suites or frame.empty:
+        return []
+    order = data["order"]
+    methods = {c["label"]: m for suite in data["cells"].values() for m, c in suite.items()}
+    width = 14.0
+    fig, ax = new_figure((width, 0.26 * len(order) + 1.6))
+    ax.set_xlim(0, len(suites))
+    ax.set_ylim(len(order), 0)
+    for i, label in enumerate(order):
+        method = methods[label]
+        for j, suite in enumerate(suites):
+            cell = data["cells"][suite].get(method)
+            kind = "unranked" if cell is None else _scorecard_kind(cell)
+            ax.add_patch(Rectangle((j + 0.01, i + 0.05), 0.98, 0.9, color=SCORECARD_COLOURS[kind], lw=0))
+            ax.text(j + 0.5, i + 0.5, cell_text(cell), ha="center", va="center", fontsize=6.5,
+                    color="white" if kind in ("top", "worse") else "black")
+    ax.set_yticks(np.arange(len(order)) + 0.5, order, fontsize=7)
+    ax.set_xticks(np.arange(len(suites)) + 0.5, suites, fontsize=7.5)
+    ax.xaxis.tick_top()
+    ax.tick_params(length=0)
+    for side in ax.spines.values():
+        side.set_visible(False)
+    handles = [Rectangle((0, 0), 1, 1, color=c) for c in SCORECARD_COLOURS.values()]
+    ax.legend(handles, ["top group, better than the floor", "another group, better than the floor",
+                        "not separated from the floor", "worse than the floor", "not ranked"],
+              fontsize=7, ncol=5, loc="upper center", bbox_to_anchor=(0.5, -0.01), frameon=False)
+    title = ("scorecard: the headline metric's group and floor verdict (colour), top groups among the voting metrics, "
+             "the known answer (K), the sanity check, the own axiom and the cost per suite")
+    return [(title, save_figure(fig, folder / "scorecard.png", textwrap.fill(title, 160)))]

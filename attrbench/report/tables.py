@@ -387,7 +387,7 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
         row["letters"] = (statistics.get("letters") or {}).get(method, "") if statistics["verdict"] == "ranked" else ""
         row["vs floor"] = floor_cell(statistics, method)
         row.setdefault("_order", 1e18)
-    frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable")
+    frame = pd.DataFrame(ranked_order(list(rows.values())))
     # n is the primary metric's; another metric defined on other examples gets an n column of its own
     counts = [f"n ({m})" for m in metrics]
     primary = f"n ({statistics['metric']})"
@@ -401,7 +401,8 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
     frame = frame[columns]
     if len(metrics) > 1:  # an example undefined under any metric counts, so n + undefined is no total to check
         frame = frame.rename(columns={"undefined": "undefined (any metric)"})
-    note = f"rows ordered by the mean of {statistics['metric']}; {_verdict_note(statistics)}"
+    note = (f"rows ordered by group, then by the mean of {statistics['metric']}, the random floor where its mean "
+            f"falls; {_verdict_note(statistics)}")
     if statistics.get("aliases"):
         note += "; " + aliases_note(statistics["aliases"])
     if reference := statistics.get("reference"):
@@ -410,6 +411,23 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
                  f"; the scores are compared with {reference}, computed for this table only")
     note += _undefined_note(evaluation, group) + _params_note(group) + _notes(evaluation, group)
     return frame, note
+
+
+def ranked_order(rows: list[dict]) -> list[dict]:
+    """Rows as they are ranked: by group (1 first; the reference row above all), then by mean (``_order``, the
+    mean signed so that the best is lowest); the random floor's row where its mean falls among them, its group
+    cell marking it ("floor")."""
+    def group_of(row):
+        group = str(row.get("group", ""))
+        return int(group) if group.isdigit() else float("inf")
+
+    floor = [row for row in rows if row.get("group") == "floor"]
+    ordered = sorted((row for row in rows if row.get("group") != "floor"),
+                     key=lambda row: (row["_order"] > -1e17, group_of(row), row["_order"]))
+    for row in floor:  # before the first row whose mean is worse than the floor's
+        at = next((k for k, other in enumerate(ordered) if other["_order"] > row["_order"] > -1e17), len(ordered))
+        ordered.insert(at, row)
+    return ordered
 
 
 def aliases_note(merged: dict[str, list[str]]) -> str:
@@ -545,17 +563,26 @@ def _per_metric(group: list[dict], field: str) -> str:
     return "; ".join(f"by {metric}: {', '.join(methods)}" for metric, methods in counted.items())
 
 
-def cost_table(evaluation, group: list[dict]) -> tuple[pd.DataFrame, str]:
-    """Cost as median [interquartile range] per example and per token, with peak memory: not ranked."""
+def cost_table(evaluation, group: list[dict], same: Optional[list[list[str]]] = None) -> tuple[pd.DataFrame, str]:
+    """Cost as median [interquartile range] per example and per token, with peak memory: not ranked. A sanity
+    check's table shows one row per behaviour, as the ranked tables do (``same``: the suite's alias groups)."""
+    merged = {g[0]: g[1:] for g in (same or []) if len(g) > 1} if evaluation.family == "sanity" else {}
+    hidden = {m for others in merged.values() for m in others}
     rows = {}
     for r in group:
-        row = rows.setdefault(r["method"], {"method": r["method"], "family": r.get("method_family", "")})
+        if r["method"] in hidden:
+            continue
+        label = f"{r['method']} (= {', '.join(merged[r['method']])})" if r["method"] in merged else r["method"]
+        row = rows.setdefault(r["method"], {"method": label, "family": r.get("method_family", "")})
         row[f"{r['metric']} (median [IQR])"] = fmt_median(r["values"], 4 if "token" in r["metric"] else 3)
         row["n"] = r["n"]
         if r["metric"] == evaluation.primary_metric:
             row["_order"] = (median_iqr(r["values"]) or (float("inf"),))[0]
     frame = pd.DataFrame(rows.values()).sort_values("_order", kind="stable").drop(columns="_order")
-    return frame, "cost is shown as median [interquartile range] over examples and not ranked" + _params_note(group)
+    note = "cost is shown as median [interquartile range] over examples and not ranked" + _params_note(group)
+    if merged:
+        note += "; " + aliases_note(merged)
+    return frame, note
 
 
 def check_count(evaluation, values: list) -> tuple[int, int, bool]:
@@ -639,7 +666,7 @@ def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
             frame, note = check_table(evaluation, group)
             tables.append(Table(model, dataset, evaluation, group, frame, note))
         elif not evaluation.ranked:
-            frame, note = cost_table(evaluation, group)
+            frame, note = cost_table(evaluation, group, same.get((model, dataset)))
             tables.append(Table(model, dataset, evaluation, group, frame, note))
         else:
             statistics = rank_table(evaluation, group, seed=seed, same=same.get((model, dataset)))

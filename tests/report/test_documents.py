@@ -596,3 +596,27 @@ def test_two_metrics_are_compared_on_the_same_examples_matched_by_id():
     behind = table("erasure_aopc", "comprehensiveness_aopc", [9, 6, 11, 8, 10, 7])  # the last six, shuffled
     frame, _ = agreement_table([first, behind], 200)
     assert frame["_tau"].tolist() == [1.0] and frame["n"].tolist() == [6]
+
+
+def test_tables_read_in_the_order_they_are_ranked_with_the_floor_where_its_mean_falls():
+    """Group first, then mean: a group-6 row never sits above a group-5 one, whatever the means; the reference row
+    stays first; the floor's row goes where its mean falls, marked in its group cell."""
+    from attrbench.report.tables import ranked_order
+
+    rows = [{"method": "a", "group": "6", "_order": -0.9}, {"method": "b", "group": "5", "_order": -0.5},
+            {"method": "c", "group": "1", "_order": -0.8}, {"method": "random_floor", "group": "floor", "_order": -0.6},
+            {"method": "ref", "group": "reference", "_order": -1e18}, {"method": "d", "group": "=", "_order": -0.1}]
+    assert [r["method"] for r in ranked_order(rows)] == ["ref", "c", "random_floor", "b", "a", "d"]
+
+
+def test_a_sanity_table_merges_aliases_as_the_ranked_tables_do():
+    from attrbench.registry import EVALS
+    from attrbench.report.tables import cost_table
+
+    group = [{"model": "m", "dataset": "d", "eval": "randomisation", "metric": "spearman_all", "method": m,
+              "values": [0.1, 0.2], "n": 2} for m in ("occlusion", "feature_ablation", "lime")]
+    frame, note = cost_table(EVALS.get("randomisation"), group, [["occlusion", "feature_ablation"]])
+    assert list(frame["method"]) == ["occlusion (= feature_ablation)", "lime"] and "one row per behaviour" in note
+    timing, _ = cost_table(EVALS.get("timing"), [{**r, "eval": "timing", "metric": "seconds_per_example"}
+                                                  for r in group], [["occlusion", "feature_ablation"]])
+    assert len(timing) == 3  # costs differ between aliases: every method keeps its row
