@@ -849,7 +849,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     return {"leaderboard": target / "leaderboard.md", "html": target / "report.html", "progress": progress,
             "computing": computing,
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
-            "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections),
+            "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections)
+            + (len(card[4]) if card is not None else 0),
             "findings": found}
 
 

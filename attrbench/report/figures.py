@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..ops.stats import median_iqr
 from ..registry import EVALS
 from .plot import new_figure, plot_maps, save_figure
+from .scorecard import cell_text
 from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
 
 # A suite's CD diagram and faithfulness-vs-cost figure stand side by side above its table, so that both fit one
@@ -327,8 +328,6 @@ def scorecard_figure(frame: pd.DataFrame, data: dict, folder: Path) -> list[tupl
     """The scorecard as a grid: a row per method, a column per suite, each cell coloured by its headline verdict
     (top group and better than the floor; another group, better; not separated from the floor; worse; unranked) and
     holding the table's text for that cell (drawn in a size that fits its width)."""
-    from .scorecard import cell_text
-
     suites = list(frame.columns[1:])
     if not suites or frame.empty:
         return []
