@@ -47,13 +47,14 @@ from ..ops.measure import timed
 from ..ops.perturb import Perturbations
 from ..ops.stats import summary
 from ..ops.targets import ResolvedTarget, resolve_text
+from ..ops.verdicts import FLOOR
 from ..params import Configurable
 from .method import Method, MethodResult
 
 # The Monte-Carlo draws of a floor that is not exact. A constant, not a parameter: parameters are part of every row's
 # key; this is part of the floor rows' key only (``Evaluation.floor_key``), so changing it recomputes those alone.
 FLOOR_DRAWS = 100
-FLOOR_METHOD = "random_floor"  # the floor's name in the records (method family "baseline")
+FLOOR_METHOD = FLOOR  # the floor's name in the records (method family "baseline"), one name with the verdicts'
 
 
 class Workspace:
