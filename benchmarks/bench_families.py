@@ -7,9 +7,9 @@ Every family with a layer reader is built as a random model of one size (4 layer
 with its reference, alternating the two ``repeats`` times (the median is kept): a LLaMA of the same size for a
 decoder (for a mixture of experts, a LLaMA whose FF is its k active experts side by side, so the same FF work per
 token), a BERT of the same size for an encoder (both see every position; a causal LLaMA computes only j <= i). The
-ratio is the family's seconds over its reference's: what a reader and its block shape add to the engine's work. The reference
-takes the family's FF activation; a parallel or ungated family's reference is gated (LLaMA's), so more work.
-tests/test_docs_performance.py reads the record back; docs/performance.md quotes it.
+ratio is the family's seconds over its reference's: what a reader and its block shape add to the engine's work. The
+reference takes the family's FF activation; a parallel or ungated family's reference is gated (LLaMA's), so more
+work. tests/test_docs_performance.py reads the record back; docs/performance.md quotes it.
 """
 from __future__ import annotations
 

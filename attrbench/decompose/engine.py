@@ -267,14 +267,9 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         if spec.experts is None:
             ff_parts, ff_bias, se = ff_chunk(0, r0, r1, alpha_t, ff_in_bias, m)
         else:  # each row's routed experts, weighted as the router weighted them in the forward pass
-            ids, weights = cap.expert_ids[r0:r1], cap.expert_weights[r0:r1].to(cap.x.dtype)
             ff_parts, ff_bias, se = ws.get("ff", (m, c, d), cap.x).zero_(), cap.x.new_zeros(c, d), 0.0
-            for e in torch.unique(ids).tolist():
-                if e >= len(spec.experts):  # a router's "no expert" id
-                    continue
-                hit = ids == e
-                sel = hit.any(-1).nonzero().flatten()
-                weight = (weights * hit).sum(-1)[sel]
+            for e, sel, weight in stages.routed(cap.expert_ids[r0:r1], cap.expert_weights[r0:r1].to(cap.x.dtype),
+                                                len(spec.experts)):
                 parts_e, bias_e, se_e = ff_chunk(e, r0, r1, alpha_t, ff_in_bias, m, sel)
                 ff_parts.index_add_(1, sel, parts_e * weight[None, :, None])
                 ff_bias.index_add_(0, sel, bias_e * weight[:, None])

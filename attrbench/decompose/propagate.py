@@ -64,13 +64,7 @@ def _feed_forward(spec: LayerSpec, cap: LayerCapture, parts: torch.Tensor, bias:
     if spec.experts is None:
         return _one_feed_forward(spec.ff, spec, cap, parts, bias, ff_attribution, how, chunk_bytes)
     out_parts, out_bias = torch.zeros_like(parts), torch.zeros_like(bias)
-    weights = cap.expert_weights.to(parts.dtype)
-    for e in torch.unique(cap.expert_ids).tolist():
-        if e >= len(spec.experts):  # a router's "no expert" id
-            continue
-        hit = cap.expert_ids == e
-        rows = hit.any(-1).nonzero().flatten()
-        weight = (weights * hit).sum(-1)[rows]
+    for e, rows, weight in stages.routed(cap.expert_ids, cap.expert_weights.to(parts.dtype), len(spec.experts)):
         e_parts, e_bias = _one_feed_forward(spec.experts[e], spec, cap, parts[:, rows], bias[rows], ff_attribution,
                                             how, chunk_bytes, rows)
         out_parts[:, rows] += e_parts * weight[None, :, None]

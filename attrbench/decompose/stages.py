@@ -72,6 +72,17 @@ def mix_heads(alpha_t: torch.Tensor, per_head: torch.Tensor, out: torch.Tensor |
     return torch.bmm(alpha_t, per_head, out=out)
 
 
+def routed(expert_ids: torch.Tensor, weights: torch.Tensor, experts: int):
+    """Per expert a mixture routed some of these rows to: (expert, its rows, their router weights), from the (c, k)
+    expert ids and weights the forward pass used; an id of ``experts`` or more (a router's "no expert") is skipped."""
+    for e in torch.unique(expert_ids).tolist():
+        if e >= experts:
+            continue
+        hit = expert_ids == e
+        rows = hit.any(-1).nonzero().flatten()
+        yield e, rows, (weights * hit).sum(-1)[rows]
+
+
 def add_to_own_token(parts: torch.Tensor, rows: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
     """Residual connection: token i's own input goes to the part of j = i (in place)."""
     parts[rows, torch.arange(len(rows), device=parts.device)] += residual

@@ -183,7 +183,7 @@ class AttnLRP(GradientMethod):
             return "its disentangled attention adds relative-position scores, for which AttnLRP has no rule"
         functional = [s for s in head_steps(adapter) if isinstance(s, Activation) and not isinstance(s.fn, nn.Module)]
         if functional or any(not isinstance(spec.ff.activation, nn.Module) for spec in adapter.layers):
-            return ("its head applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's heads: "
+            return ("it applies an activation as a function, which AttnLRP's hooks cannot reach (RoBERTa's heads: "
                     "gelu, tanh)")
         return None
 

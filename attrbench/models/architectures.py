@@ -324,8 +324,8 @@ def _deberta_refuses(config) -> Optional[str]:
 _LLAMA = Architecture("Pre-LN decoder, RMSNorm, SwiGLU, GQA, RoPE", _llama_layers,
                       float32_internals="RMSNorm and softmax", final_norm=lambda base: base.norm)
 _BERT = Architecture("Post-LN encoder", _bert_layers, final_norm=_no_final_norm)
-_SANDWICH = Architecture("Pre-LN decoder with a norm after each sublayer too, RMSNorm (1 + w), GeGLU, GQA", _gemma2_layers,
-                         float32_internals="RMSNorm and softmax")
+_SANDWICH = Architecture("Pre-LN decoder with a norm after each sublayer too, RMSNorm (1 + w), GeGLU, GQA",
+                         _gemma2_layers, float32_internals="RMSNorm and softmax")
 _PARALLEL = Architecture("Pre-LN decoder, attention and FF in parallel on one LayerNorm", _gptj_phi_layers,
                          float32_internals="softmax")
 _MOE = Architecture("Pre-LN decoder, RMSNorm, a mixture of SwiGLU experts, GQA", _moe_layers,

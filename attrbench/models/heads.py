@@ -51,7 +51,8 @@ def _distilbert_mlm(model, final_norm) -> list[HeadStep]:
 
 def _electra_mlm(model, final_norm) -> list[HeadStep]:
     p = model.generator_predictions
-    return [linear_spec(p.dense), Activation(p.activation), norm_spec(p.LayerNorm), linear_spec(model.generator_lm_head)]
+    return [linear_spec(p.dense), Activation(p.activation), norm_spec(p.LayerNorm),
+            linear_spec(model.generator_lm_head)]
 
 
 def _modernbert_mlm(model, final_norm) -> list[HeadStep]:  # the base model's output is after its final norm

@@ -74,10 +74,11 @@ Columns = Union[slice, torch.Tensor]
 class LayerSpec:
     """One layer: its modules (hook points for the real forward pass) and weights (for the parts).
 
-    Pre-LN blocks come in three shapes, all read by one engine: serial (GPT-2, LLaMA: ``x + A(LN1 x)``, then
+    Pre-LN blocks come in these shapes, all read by one engine: serial (GPT-2, LLaMA: ``x + A(LN1 x)``, then
     ``h + F(LN2 h)``), with a norm after each sublayer too (``attn_post_norm``/``ff_post_norm``: Gemma 2/3's
-    sandwich, OLMo 2's post-norm with identity pre-norms), and ``parallel`` (GPT-NeoX, GPT-J, Phi-2:
-    ``x + A(LN1 x) + F(LN2 x)``, both sublayers reading the layer input).
+    sandwich, OLMo 2's post-norm with identity pre-norms), ``parallel`` (GPT-NeoX, GPT-J, Phi-2:
+    ``x + A(LN1 x) + F(LN2 x)``, both sublayers reading the layer input), and a mixture of experts as the FF
+    (``experts``: Mixtral, OLMoE, Qwen3-MoE).
     """
 
     index: int
@@ -110,7 +111,7 @@ class LayerSpec:
 
     @property
     def structure(self) -> str:
-        """The block's shape in words (docs/methods.md, "Block shapes")."""
+        """The block's shape in words (docs/architecture.md, "Block shapes")."""
         if not self.norm_first:
             return "post-ln"
         if self.parallel:

@@ -50,6 +50,7 @@ from .tables import (
     floor_cell,
     fmt,
     headline_table,
+    listing,
     markdown_table,
     power_table,
     rank_table,
@@ -385,10 +386,6 @@ def robustness_table(panel: list[dict]) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(rows), note
 
 
-def _listing(names: list[str], limit: int = 8) -> str:
-    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
-
-
 def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict,
              panels: Optional[dict] = None, truths: Optional[dict] = None, validity: Optional[dict] = None,
              held: Optional[dict] = None) -> list[str]:
@@ -575,7 +572,7 @@ def _sanity_finding(name: str, flags: dict, headline: Optional[Table]) -> list[s
                                     f"examples" + (f" (undefined where {why})" if why else ""))
     if not flagged:
         return [text + f"none of the {len(checked)} methods checked{missing}."]
-    text += f"{_listing(flagged)} as insensitive to the model; {len(checked) - len(flagged)} of {len(checked)} pass"
+    text += f"{listing(flagged)} as insensitive to the model; {len(checked) - len(flagged)} of {len(checked)} pass"
     top = [m for m in (headline.statistics.get("top") or []) if m in flagged] if headline is not None else []
     if top:
         metric = metric_name(headline.evaluation, headline.statistics["metric"])

@@ -17,8 +17,9 @@ The recommendation per suite follows one rule (:func:`recommend`), which docs/re
 and the referee recomputes: *use* the cheapest methods (at most three) of the best known-answer group that holds a
 method which beats the floor by the headline metric, is not flagged by the sanity check (and passes it where the
 suite runs one), meets its own axiom where it claims one and is not provisional; a suite without a known answer, or
-whose known answer does not rank the methods, takes the headline's groups instead, and says so. *Avoid* the methods not better than the floor by the headline metric or flagged by the
-sanity check. *The metrics disagree on* the methods in some but not all voting metrics' top groups.
+whose known answer does not rank the methods, takes the headline's groups instead, and says so. *Avoid* the methods
+not better than the floor by the headline metric or flagged by the sanity check. *The metrics disagree on* the
+methods in some but not all voting metrics' top groups.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from .tables import Table, alias_label, aliased, suite_title
+from .tables import Table, alias_label, aliased, listing, suite_title
 
 FLOOR_MARK = {"better": "▲", "not separated": "=", "worse": "▼"}
 SANITY_MARK = {"passes": "✓", "flagged": "✗", "unchecked": "?"}
@@ -130,9 +131,8 @@ def recommend(entries: dict[str, dict], ranked: bool, n: int, runs_sanity: bool)
             "avoid": avoid, "disagree": tops, "n": n}
 
 
-def _names(methods: list[str], entries: dict, limit: int = 8) -> str:
-    labels = [entries[m]["label"] for m in methods]
-    return ", ".join(labels[:limit]) + (f" and {len(labels) - limit} more" if len(labels) > limit else "")
+def _names(methods: list[str], entries: dict) -> str:
+    return listing([entries[m]["label"] for m in methods])
 
 
 def recommendation_line(name: str, rec: dict, entries: dict) -> str:
@@ -172,8 +172,8 @@ def scorecard(suites: list[tuple[tuple, Table, Optional[Table], list[dict], dict
     frame = pd.DataFrame(rows, columns=["method", *card])
     note = ("cell: headline group (1 = top) and floor verdict (▲ better, = not separated, ▼ worse; * provisional: "
             "fewer examples than the others), top groups among the voting metrics; K: the known answer's group and "
-            "floor verdict; sanity check ✓ passes, ✗ flagged, ? unchecked; ax✓/ax✗ own axiom met or failed; median "
-            "seconds per example; rows by mean headline group over the suites, then cost")
+            "floor verdict; sanity check ✓ passes, ✗ flagged, ? unchecked; ax✓/ax✗ own axiom met or failed; "
+            "median seconds per example; rows by mean headline group over the suites, then cost")
     lines = [recommendation_line(name, recs[name], card[name]) for name in card]
     data = {"headlines": headlines, "cells": card, "recommendations": recs, "order": list(frame["method"])}
     return frame, note, lines, data

@@ -243,6 +243,11 @@ def floor_of(group: list[dict], metric: str) -> Optional[dict]:
     return next((r for r in group if r["method"] == FLOOR and r["metric"] == metric), None)
 
 
+def listing(names: list[str], limit: int = 8) -> str:
+    """Names joined by commas, the first ``limit`` and how many more."""
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
 def alias_label(method: str, statistics: Optional[dict]) -> str:
     """A method's name with the methods that are the same behaviour (``= occlusion``)."""
     same = (statistics or {}).get("aliases", {}).get(method)
@@ -572,8 +577,8 @@ def cost_table(evaluation, group: list[dict], same: Optional[list[list[str]]] = 
     for r in group:
         if r["method"] in hidden:
             continue
-        label = f"{r['method']} (= {', '.join(merged[r['method']])})" if r["method"] in merged else r["method"]
-        row = rows.setdefault(r["method"], {"method": label, "family": r.get("method_family", "")})
+        row = rows.setdefault(r["method"], {"method": alias_label(r["method"], {"aliases": merged}),
+                                            "family": r.get("method_family", "")})
         row[f"{r['metric']} (median [IQR])"] = fmt_median(r["values"], 4 if "token" in r["metric"] else 3)
         row["n"] = r["n"]
         if r["metric"] == evaluation.primary_metric:

@@ -1,10 +1,11 @@
 """lxt 2.1's AttnLRP relevance of a tiny decoder; run in its own process, since lxt patches transformers' classes.
 
 ``python lxt_reference.py NAME IDS_JSON INDEX CONTRAST [DTYPE]`` prints the relevance of each token (JSON) for
-logit(INDEX) - logit(CONTRAST) at the last row of the model ``load_model(NAME, DTYPE)`` (float64 by default). Two points of lxt do not run on transformers 5 and are worked
-around here, nothing else: importing ``lxt.efficient.models`` imports all of its model files, and its BERT
-file is a copy of transformers 4's (its ViT file needs torchvision); and lxt replaces the attention registry
-with a plain dict, which lacks the ``get_interface`` transformers 5 calls.
+logit(INDEX) - logit(CONTRAST) at the last row of the model ``load_model(NAME, DTYPE)`` (float64 by default). Two
+points of lxt do not run on transformers 5 and are worked around here, nothing else: importing
+``lxt.efficient.models`` imports all of its model files, and its BERT file is a copy of transformers 4's (its ViT
+file needs torchvision); and lxt replaces the attention registry with a plain dict, which lacks the
+``get_interface`` transformers 5 calls.
 """
 import importlib.util
 import json
