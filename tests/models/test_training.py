@@ -25,7 +25,15 @@ def test_training_records(task_models):
 
 
 def test_fine_tuning_is_deterministic(task_models, tmp_path):
-    again = build_task_model("tiny-bert", "sst2", tmp_path / "again", Recipe(train_size=512), progress=False)
+    """Bit for bit, whatever torch threads the process has set: training runs on its own fixed count."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1 if before != 1 else 3)
+    try:
+        again = build_task_model("tiny-bert", "sst2", tmp_path / "again", Recipe(train_size=512), progress=False)
+        assert torch.get_num_threads() == (1 if before != 1 else 3)  # the process's setting is given back
+    finally:
+        torch.set_num_threads(before)
+    assert again["torch_threads"] == tasks.TRAINING_THREADS
     assert again["dev_accuracy"] == task_models["records"]["sst2"]["dev_accuracy"]
     a, b = task_models["sst2"].model.state_dict(), load_model(str(tmp_path / "again")).model.state_dict()
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -16,7 +16,9 @@ recipe, data hashes, seed, steps, accuracy and the merged weights' sha256) is wh
 :func:`task_model_folder` merges it into the base weights bit-exactly (``lora.merge_lora``), checks the
 result's hash against the recorded one, and caches a plain HF folder (written atomically), so every
 machine has the same model, in seconds. Training itself is deterministic per CPU family only: a
-retrained model may differ from the shipped one in the last bits.
+retrained model may differ from the shipped one in the last bits. It runs on ``TRAINING_THREADS`` torch
+threads whatever the machine or the process has set, since the split of a matmul's sums across threads
+changes float32 results and so every later step.
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
@@ -49,6 +52,7 @@ from .lora import apply_adapter, extract_adapter, load_adapter, save_adapter, st
 READY = "training.json"
 ADAPTER = "adapter.safetensors"
 SHIPPED = Path(__file__).parent / "shipped"
+TRAINING_THREADS = 2  # fixed, so a retrain repeats bit for bit on any core count (see the module docstring)
 
 
 @dataclass(frozen=True)
@@ -377,7 +381,7 @@ def build_task_model(base: str, task: str, out: Path, recipe=None, data_dir=None
     recipe = recipe or {"sst2": SST2_RECIPE, "sva": SVA_RECIPE, "sst2-shortcut": SST2_RECIPE}[task]
     hf.logging.set_verbosity_error()  # the expected "head newly initialised" load report
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=out.parent) as tmp:
+    with tempfile.TemporaryDirectory(dir=out.parent) as tmp, _threads(TRAINING_THREADS):
         staging, start = Path(tmp) / "model", time.perf_counter()
         source = base_folder(base, Path(tmp))
         peft_model, tokenizer, fit = train_adapter(source, spec, recipe, data_dir, progress)
@@ -389,11 +393,23 @@ def build_task_model(base: str, task: str, out: Path, recipe=None, data_dir=None
                   "recipe": asdict(recipe), "lora_targets": LORA_TARGETS, "trained_whole": list(spec.modules_to_save)
                   + ["every bias"], **fit, "read_at": spec.read_at, **spec.score(model, tokenizer, data_dir),
                   "adapter_bytes": (staging / ADAPTER).stat().st_size, "merged_sha256": merged_sha256,
+                  "torch_threads": TRAINING_THREADS,
                   "build_seconds": round(time.perf_counter() - start, 1), "built": time.strftime("%Y-%m-%d %H:%M:%S"),
                   "versions": library_versions()}
         (staging / READY).write_text(json.dumps(record, indent=1))
         _publish(staging, out)
     return record
+
+
+@contextmanager
+def _threads(n: int):
+    """Run the block on ``n`` torch threads, then give the process its own setting back."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def _publish(staging: Path, out: Path) -> None:
