@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sqlite3
 import sys
@@ -567,6 +568,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a run's store keeps whole shards only (one transaction each)
         print("interrupted: every finished shard is stored; the same command continues from there", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader closed the pipe (`| head`): it has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the exit's flush must not raise again
+        return 141  # 128 + SIGPIPE, as a shell tool ends
     except (OSError, sqlite3.Error) as err:  # a full disk, a folder that cannot be written
         print(f"error: {one_line(str(err))}; a run keeps only whole shards, so free the space (or fix the folder) "
               "and rerun the same command to continue", file=sys.stderr)

@@ -161,3 +161,28 @@ def test_eval_names_the_metrics_with_undefined_values(task_models, capsys, tmp_p
                  "sst2-shortcut", "--n", "2", "--out", str(tmp_path)]) == 0
     footnote = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("undefined"))
     assert footnote.endswith(": ground_truth above_attractors 2 (on every example: it does not apply to them).")
+
+
+
+def test_a_closed_pipe_ends_quietly_and_a_full_disk_keeps_its_message(monkeypatch, capsys):
+    import errno
+    import os
+    import subprocess
+    import sys
+
+    import attrbench.cli as cli
+
+    # `attrbench methods --json | head`, with the reader gone before the first write: nothing is said about it
+    read, write = os.pipe()
+    os.close(read)
+    tool = subprocess.run([sys.executable, "-c", "import sys; from attrbench.cli import main; sys.exit(main())",
+                           "methods", "--json"], stdout=write, stderr=subprocess.PIPE, timeout=300)
+    os.close(write)
+    assert tool.returncode in (0, 141) and tool.stderr.decode() == ""
+
+    def full(args):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cli, "cmd_methods", full)
+    assert main(["methods"]) == 2
+    assert "No space left on device" in capsys.readouterr().err
