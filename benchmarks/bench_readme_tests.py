@@ -30,7 +30,8 @@ def test_command(readme: Path) -> str:
     """The README's test command, as .ci/run reads it."""
     text = readme.read_text(encoding="utf-8")
     block = text.split("<!-- test-command -->", 1)[1]
-    return re.search(r"```bash\n(.+?)\n```", block, re.DOTALL)[1].strip()
+    command = re.search(r"```bash\n(.+?)\n```", block, re.DOTALL)[1].strip()
+    return re.sub(r"\s*\\\n\s*", " ", command)  # lines continued with a backslash, joined
 
 
 def main(argv=None) -> int:

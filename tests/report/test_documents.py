@@ -4,6 +4,7 @@ import os
 import re
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +21,7 @@ def config_file(tmp_path):
     return path
 
 
+ROOT = Path(__file__).resolve().parents[2]
 REPORT_CONFIG = CONFIG.replace("n = 5", "n = 10").replace('methods = ["alti", "blank_out", "atb_ln_ff_res"]',
                                                               'methods = ["alti", "blank_out", "grad_l2", '
                                                               '"atb_ln_ff_res"]')
@@ -34,15 +36,15 @@ def browser_or_skip() -> str:
     return browser
 
 
-def render(browser: str, page: str, tmp_path, script: str) -> str:
-    """The DOM of ``page`` after ``script`` ran on load, in headless Chromium at 1280 px."""
+def render(browser: str, page: str, tmp_path, script: str, size: str = "1280,2000") -> str:
+    """The DOM of ``page`` after ``script`` ran on load, in headless Chromium in a window of ``size`` px."""
     probe = tmp_path / "probe.html"
     probe.write_text(page.replace("</body>", f"<script>window.addEventListener('load', () => {{{script}}});"
                                   "</script></body>"))
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                            "--disable-background-networking", "--disable-component-update", "--disable-sync",
                            f"--user-data-dir={tmp_path / 'profile'}", "--virtual-time-budget=10000", "--dump-dom",
-                           "--window-size=1280,2000", probe.as_uri()], capture_output=True, text=True,
+                           f"--window-size={size}", probe.as_uri()], capture_output=True, text=True,
                           timeout=120).stdout
 
 
@@ -79,6 +81,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert float(re.search(r'data-bottom="([\d.]+)"', dom)[1]) < 900
     top = float(re.search(r'data-cdtop="([\d.]+)"', dom)[1])
     assert top < 2000  # the first suite's verdicts are on the first screen, right after the findings
+    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900"))
+    assert first == "scorecard" and top < 600 and heads.startswith("What to use@") and overflow == 0, (first, heads)
     for title in ("faithfulness_corr", "erasure_aopc", "naopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
     leaderboard = paths["leaderboard"].read_text()
@@ -104,6 +108,35 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert naopc["pairs_tested"] == 3 and set(naopc["floor"]) == {"alti", "blank_out", "grad_l2"}
     assert "against the random floor" in findings  # stated whether or not a pair of methods is separated
     assert "sample sizes for 80 % power" in leaderboard and "metric agreement" in leaderboard
+
+
+FIRST_SCREEN = ("const b = document.body.dataset; const im = [...document.images];"
+                "b.first = im.length ? im[0].alt.split(':')[0] : 'none';"
+                "b.firsttop = im.length ? im[0].getBoundingClientRect().top : 1e9;"
+                "b.overflow = document.documentElement.scrollWidth - document.documentElement.clientWidth;"
+                "b.heads = [...document.querySelectorAll('h2')].slice(0, 2).map(e => e.textContent + '@' "
+                "+ Math.round(e.getBoundingClientRect().top)).join('|');")
+
+
+def first_screen(dom: str) -> tuple[str, float, str, int]:
+    """What the first 1400 × 900 screen shows: the first figure's name and top, the first two headings with their
+    tops, and how far the page scrolls sideways."""
+    body = re.search(r"<body[^>]*>", dom)[0]
+    get = {k: v for k, v in re.findall(r'data-(\w+)="([^"]*)"', body)}
+    return get["first"], float(get["firsttop"]), get["heads"], int(float(get["overflow"]))
+
+
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_a_published_report_opens_on_what_to_use_and_its_scorecard(name, tmp_path):
+    """At 1400 × 900 px, report.html's first screen holds the answer: what to use on each suite, then the scorecard
+    figure starting within its upper two thirds, with nothing to scroll sideways."""
+    browser = browser_or_skip()
+    page = (ROOT / "reports" / name / "report.html").read_text()
+    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900"))
+    use, card = heads.split("|")
+    assert first == "scorecard" and top < 600, (first, top)
+    assert use.startswith("What to use@") and int(use.split("@")[1]) < 200 and card.startswith("Scorecard@")
+    assert overflow == 0
 
 
 def test_leaderboard_names_a_models_weights_and_where_they_ship_from():

@@ -101,11 +101,11 @@ def test_a_referee_agrees_with_the_published_reports(name, suites):
 
 
 def test_the_readmes_held_out_split_and_default_run_findings_are_the_published_statistics():
-    """The README's sentences beside its tables, read back against reports/full's and reports/default's
+    """reports/README.md's sentences beside its tables, read back against reports/full's and reports/default's
     statistics.json: the held-out agreement split's top group by the known answer, its floor verdicts and its
     comparison with the test items; the methods of reports/default not better than the random floor on the MiniLM
     suites and the method that meets its own axiom on none of its examples."""
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "reports" / "README.md").read_text()
     found = re.sub(r"\s+", " ", text[text.index("<!-- findings -->"):text.index("<!-- /findings -->")])
     full = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())
     default = json.loads((ROOT / "reports" / "default" / "statistics.json").read_text())
@@ -115,7 +115,7 @@ def test_the_readmes_held_out_split_and_default_run_findings_are_the_published_s
                       r"(\d+) methods' means agree between the splits as closely as between random halves of the "
                       r"pooled items \(Kendall tau ([\d.]+) \[([\d.]+), ([\d.]+)\]; random halves ([\d.]+), "
                       r"permutation p = ([\d.]+)\)\.", found)
-    assert known, "the README no longer says what the known answers found on the held-out agreement items"
+    assert known, "reports/README.md no longer says what the known answers found on the held-out agreement items"
     test, held = (full[f"minilm-l6-sva · {name} · ground_truth"] for name in ("sva-linzen", "sva-linzen:val"))
     assert held["metric"] == "mrr" and held["pair_n"] == [int(known[1])] * 2
     assert re.findall(r"`(\w+)`", known[2]) == held["top"]
@@ -140,11 +140,11 @@ def test_the_readmes_held_out_split_and_default_run_findings_are_the_published_s
     assert all(v == 0.0 for r in rows for v in r["values"]) and all(r["values"] for r in rows)
 
 
-# The README's two tables of findings, as reports/full's statistics.json gives them: a cell the statistics do not
-# give fails the test that compares them.
-README_SUITES = {"minilm-l6-sst2 · sst2": "MiniLM · SST-2", "minilm-l6-sva · sva-linzen": "MiniLM · agreement",
-                 "minilm-l6-sst2-shortcut · sst2-shortcut": "MiniLM · planted shortcuts",
-                 "smollm2-135m · sva-linzen": "SmolLM2 · agreement"}
+# reports/README.md's two tables of findings, as reports/full's statistics.json gives them: a cell the statistics do
+# not give fails the test that compares them.
+SUITE_NAMES = {"minilm-l6-sst2 · sst2": "MiniLM · SST-2", "minilm-l6-sva · sva-linzen": "MiniLM · agreement",
+               "minilm-l6-sst2-shortcut · sst2-shortcut": "MiniLM · planted shortcuts",
+               "smollm2-135m · sva-linzen": "SmolLM2 · agreement"}
 VERDICTS_HEADER = ("| suite | n | top group by NAOPC comprehensiveness | metrics whose top group holds it | "
                    "against the random floor, by NAOPC comprehensiveness, and where the other metrics differ |")
 KNOWN_HEADER = ("| suite | n | top group by the known answer | the NAOPC top's group | better than the floor | "
@@ -176,7 +176,7 @@ def _label(metric: str) -> str:
 
 
 def readme_tables(full: dict) -> tuple[list[str], list[str]]:
-    """The rows of the README's verdicts table (per suite: the headline's top group and what it beats, how many
+    """The rows of reports/README.md's verdicts table (per suite: the headline's top group and what it beats, how many
     voting metrics put it in their top group and what the others put there, each method's verdict against the
     random floor where the floor is complete, with the number of metrics under which a method is not better and
     worse, and the methods better by the headline but worse than the floor under another metric) and of its
@@ -185,7 +185,7 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
     bootstrap's Monte-Carlo error, and the headline metric's tau)."""
     computing = full.get("still computing", {})
     verdicts, known = [VERDICTS_HEADER, "|---|---|---|---|---|"], [KNOWN_HEADER, "|---|---|---|---|---|---|---|"]
-    for suite, name in README_SUITES.items():
+    for suite, name in SUITE_NAMES.items():
         table = full[f"{suite} · naopc"]
         votes = [e for e in full[f"{suite} · robustness"] if e["vote"]]
         top = table["top"]
@@ -238,9 +238,9 @@ def readme_tables(full: dict) -> tuple[list[str], list[str]]:
 
 
 def test_the_readmes_tables_of_findings_are_the_published_statistics():
-    """The README's two tables of findings are reports/full's statistics.json, cell by cell (`readme_tables`), and
-    its text around them names the 5 voting metrics and the tests the cells come from."""
-    text = (ROOT / "README.md").read_text()
+    """reports/README.md's two tables of findings are reports/full's statistics.json, cell by cell
+    (`readme_tables`), and its text around them names the 5 voting metrics and the tests the cells come from."""
+    text = (ROOT / "reports" / "README.md").read_text()
     found = text[text.index("<!-- findings -->"):text.index("<!-- /findings -->")]
     tables, block = [], []
     for line in found.splitlines() + [""]:
@@ -254,7 +254,7 @@ def test_the_readmes_tables_of_findings_are_the_published_statistics():
     votes = [e["metric"] for e in full["minilm-l6-sst2 · sst2 · robustness"] if e["vote"]]
     flat = re.sub(r"\s+", " ", found)
     named = re.search(r"the (\d+) faithfulness metrics that vote \((.+?);", flat)
-    assert named, "the README no longer names the metrics its tables count"
+    assert named, "reports/README.md no longer names the metrics its tables count"
     assert int(named[1]) == len(votes)
     assert named[2].split(", ") == [_label(m) for m in votes]
     # "by Wilcoxon signed-rank (the sign test where ties are more than half the examples)": every pair and floor
@@ -263,7 +263,7 @@ def test_the_readmes_tables_of_findings_are_the_published_statistics():
 
     assert "by Wilcoxon signed-rank (the sign test where ties are more than half the examples) with Holm's" in flat
     assert TIES_DOMINATE == 0.5
-    for suite in README_SUITES:
+    for suite in SUITE_NAMES:
         for evaluation_name in ("naopc", "ground_truth"):
             table = full.get(f"{suite} · {evaluation_name}", {})
             for row in [*table.get("pairs", {}).values(), *table.get("floor", {}).values()]:
@@ -271,8 +271,8 @@ def test_the_readmes_tables_of_findings_are_the_published_statistics():
 
 
 def test_the_readmes_sanity_finding_is_the_published_rows():
-    """The README's sentences on the model-randomisation check, recomputed with numpy from reports/full's rows: the
-    methods flagged per MiniLM suite (median |rho| at the full cascade at or above the threshold) with the flagged
+    """reports/README.md's sentences on the model-randomisation check, recomputed with numpy from reports/full's
+    rows: the methods flagged per MiniLM suite (median |rho| at the full cascade at or above the threshold) with the flagged
     one's median, and the examples where lime has no value; on SmolLM2 the items, those with a value and the
     flagged methods with the range of their medians; the report's own findings say the same."""
     import numpy as np
@@ -280,7 +280,7 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
     from attrbench import load_run
     from attrbench.registry import EVALS
 
-    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    text = re.sub(r"\s+", " ", (ROOT / "reports" / "README.md").read_text())
     said = re.search(r"The model-randomisation sanity check \(Adebayo et al\. 2018: each method's attributions on "
                      r"(\d+) examples per MiniLM suite against those of the model with its head and every block "
                      r"re-initialised; flagged where the median \|Spearman\| is at least ([\d.]+)\) flags `(\w+)` on "
@@ -289,7 +289,7 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
                      r"sentences, all (\d+) shortcut examples and (\d+) of the (\d+) agreement items, so there is no "
                      r"rank correlation to compute: it goes unchecked on SST-2 and the shortcuts and is checked on one "
                      r"agreement item\.", text)
-    assert said, "the README no longer says what the sanity check found"
+    assert said, "reports/README.md no longer says what the sanity check found"
     evaluation = EVALS.get("randomisation")
     assert float(said[2]) == evaluation.threshold
     run = load_run(ROOT / "reports" / "full")
@@ -315,7 +315,7 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
     # SmolLM2: every method on the same items, the flagged ones (an alias named beside the row it is folded into)
     smollm2 = re.search(r"On SmolLM2's (\d+) agreement items \((\d+) of them with a value\) it flags (.+?) as "
                         r"insensitive to the model \(median \|Spearman\| ([\d.]+) to ([\d.]+)\)\.", text)
-    assert smollm2, "the README no longer says what the sanity check found on SmolLM2"
+    assert smollm2, "reports/README.md no longer says what the sanity check found on SmolLM2"
     values = {r["method"]: r["values"] for r in run.records if (r["eval"], r["metric"], r["model"]) ==
               ("randomisation", evaluation.primary_metric, "smollm2-135m")}
     assert {len(v) for v in values.values()} == {int(smollm2[1])}
@@ -331,8 +331,8 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
 
 
 def test_the_readmes_axiom_finding_is_the_published_rows():
-    """The README's sentences on reports/full's axiom checks on its four ranked suites, recomputed with numpy from the
-    rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
+    """reports/README.md's sentences on reports/full's axiom checks on its four ranked suites, recomputed with numpy
+    from the rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
     counts and median residuals, the others at or above it on each; the report's own findings name the same cells;
     integrated gradients' count on SmolLM2, its tolerance, cap and baseline are those of its published rows and of
     the method's defaults."""
@@ -342,7 +342,7 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
     from attrbench.evals.axioms import Axioms
     from attrbench.plugin import METHODS
 
-    text = re.sub(r"\s+", " ", (ROOT / "README.md").read_text())
+    text = re.sub(r"\s+", " ", (ROOT / "reports" / "README.md").read_text())
     said = re.search(r"Every method that claims an axiom was checked on all ([\d,]+) SST-2 sentences, all ([\d,]+) "
                      r"agreement items and all ([\d,]+) shortcut examples, and on SmolLM2's ([\d,]+) agreement items: "
                      r"`(\w+)` meets its (\w+) on (\d+), (\d+), (\d+) and (\d+) of them \(median relative residual "
@@ -350,7 +350,7 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
                      r"Integrated gradients meets its completeness \(a gap of at most ([\d.]+)\) on (\d+) of "
                      r"SmolLM2's (\d+) items by adaptive steps from the (\w+) baseline \(up to ([\d,]+) gradient "
                      r"evaluations per item\)", text)
-    assert said, "the README no longer says what reports/full's axiom checks found"
+    assert said, "reports/README.md no longer says what reports/full's axiom checks found"
     assert float(said[16]) / 100 == Axioms.check_share
     method, axiom, others = said[5], said[6], set(re.findall(r"`(\w+)`", said[15]))
     findings = (ROOT / "reports" / "full" / "leaderboard.md").read_text()
@@ -378,9 +378,9 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
         float(said[17]), said[20], int(said[21].replace(",", "")))
 
 
-@pytest.mark.parametrize("page", ["README.md", "reports/README.md"])
+@pytest.mark.parametrize("page", ["reports/README.md"])
 def test_the_still_computing_list_is_what_reports_full_lacks(page):
-    """The README's and reports/README.md's list of what reports/full still computes names each incomplete part of
+    """reports/README.md's list of what reports/full still computes names each incomplete part of
     its statistics.json ("still computing") or of its rows (a table whose methods are all short of the suite's
     examples) and nothing else: a part that completes fails this test until the list drops it."""
     text = re.sub(r"\s+", " ", (ROOT / page).read_text())
@@ -427,13 +427,14 @@ def test_the_still_computing_list_is_what_reports_full_lacks(page):
 
 
 def test_the_readmes_account_of_the_default_run_is_its_statistics():
-    """README command 1's sentence on what the published default run reached: methods better than the floor."""
+    """reports/README.md's sentence on what the published default run (README command 1) reached: methods better
+    than the floor."""
     root = Path(__file__).parent.parent.parent
-    text = re.sub(r"\s+", " ", (root / "README.md").read_text())
+    text = re.sub(r"\s+", " ", (root / "reports" / "README.md").read_text())
     claim = re.search(r"the SST-2 and agreement suites reached (\d+) examples, where (\d+) of (\d+) methods on SST-2, "
                       r"(\d+) of (\d+) on MiniLM agreement and (\d+) of (\d+) on SmolLM2 \(`(\w+)`\) were better "
                       r"than the random floor", text)
-    assert claim, "README command 1 no longer says what the default run reached"
+    assert claim, "reports/README.md no longer says what the default run reached"
     default = json.loads((root / "reports" / "default" / "statistics.json").read_text())
     suites = ["minilm-l6-sst2 · sst2", "minilm-l6-sva · sva-linzen", "smollm2-135m · sva-linzen"]
     numbers = [int(x) for x in claim.groups()[1:7]]
@@ -447,7 +448,7 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
     known = re.search(r"the shortcut suite its (\d+), where (\d+) of (\d+) methods found the planted words better "
                       r"than a random attribution does \(ground-truth MRR, the same pairwise test\) and (.+?)'s method "
                       r"order had the highest Kendall tau with that known answer \(([\d.]+) ", text)
-    assert known, "README command 1 no longer says what the default run found against the known answer"
+    assert known, "reports/README.md no longer says what the default run found against the known answer"
     truth = default["minilm-l6-sst2-shortcut · sst2-shortcut · ground_truth"]
     assert truth["metric"] == "mrr" and max(truth["n_by_method"].values()) == int(known[1])
     better = sum(row["verdict"] == "better" for row in truth["floor"].values())
@@ -465,7 +466,7 @@ def test_the_readmes_account_of_the_default_run_is_its_statistics():
     assert {r["n"] for m, r in validity.items() if not m.startswith("naopc.")} == {int(said[8])}
     close = re.search(r"though at that n not separated from (.+?) \(a paired bootstrap of the difference in tau, "
                       r"Bonferroni over the (\d+) other metrics\)", text)
-    assert close, "README command 1 no longer says which metrics the best one is not separated from"
+    assert close, "reports/README.md no longer says which metrics the best one is not separated from"
     behind = [r for r in default["minilm-l6-sst2-shortcut · sst2-shortcut · metric validity"][1:]]
     assert int(close[2]) == len(behind)
     names = {"erasure_aopc.comprehensiveness_aopc": "erasure AOPC comprehensiveness",

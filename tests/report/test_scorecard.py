@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from attrbench.report import write_report
-from attrbench.report.scorecard import FLOOR_MARK, SANITY_MARK, cell_text, recommend, scorecard
+from attrbench.report.scorecard import FLOOR_MARK, SANITY_MARK, cell_text, recommend, recommendation_line, scorecard
 from attrbench.runtime.config import read_config
 from attrbench import load_run
 from attrbench.runtime.pipeline import run_leaderboard
@@ -157,3 +157,19 @@ def test_the_docs_worked_example_is_reports_fulls_scorecard():
     assert ("reports/full's MiniLM on agreement: alti and alti_logit are the known answer's group 1 and beat the floor "
             "by NAOPC, pass the sanity check and claim no axiom") in text
     assert "grad_x_input is not separated from the floor by NAOPC, so it says to avoid it" in text
+
+
+def test_the_readmes_what_to_use_is_reports_fulls_recommendations():
+    """The README's findings are reports/full's recommendations, one per suite, as the report words them (suites by
+    their short names, method names in code type)."""
+    from tests.report.test_referee import SUITE_NAMES
+
+    card = json.loads((ROOT / "reports" / "full" / "statistics.json").read_text())["scorecard"]
+    text = (ROOT / "README.md").read_text()
+    found = " ".join(text[text.index("<!-- findings -->"):text.index("<!-- /findings -->")].split())
+    found = found.replace("`", "").replace("**", "")
+    lines = [line for line in found.split(" - ")[1:]]
+    assert len(lines) == len(card["recommendations"]) == len(SUITE_NAMES)
+    for line, (suite, rec) in zip(lines, card["recommendations"].items()):
+        assert line.strip() == recommendation_line(SUITE_NAMES[suite], rec, card["cells"][suite]), suite
+    assert len(text[text.index("<!-- findings -->"):text.index("<!-- /findings -->")].splitlines()) <= 16
