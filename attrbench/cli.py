@@ -358,7 +358,11 @@ def cmd_run(args) -> None:
           f"({summary['model_rows']} model outputs, {summary['attributions']} attributions); {state}. Planning "
           f"(loading models, sampling) {summary['plan_seconds']:.0f} s, computing {summary['compute_seconds']:.0f} s, "
           f"report {summary['report_seconds']:.0f} s")
-    if paths["findings"]:
+    if paths["use"]:  # the answer; the statistical sentences behind it are in the leaderboard
+        print("\nwhat to use:\n" + "\n".join(f"- {line}" for line in paths["use"]))
+        if paths["findings"]:
+            print(f"({len(paths['findings'])} findings in full, with their tests: {paths['leaderboard']})\n")
+    elif paths["findings"]:
         print("\nfindings:\n" + "\n".join(f"- {finding}" for finding in paths["findings"]) + "\n")
     if paths["progress"]:
         print(f"progress: {paths['progress']}")

@@ -1,4 +1,5 @@
 import json
+import re
 
 from attrbench.cli import main
 
@@ -186,3 +187,17 @@ def test_a_closed_pipe_ends_quietly_and_a_full_disk_keeps_its_message(monkeypatc
     monkeypatch.setattr(cli, "cmd_methods", full)
     assert main(["methods"]) == 2
     assert "No space left on device" in capsys.readouterr().err
+
+
+def test_a_run_prints_what_to_use_and_points_to_the_findings(tmp_path, capsys):
+    """The end of `attrbench run` is the answer, one line per suite, not the report's statistical sentences."""
+    from tests.runtime.test_runs import CONFIG
+
+    config = tmp_path / "tiny.toml"
+    config.write_text(CONFIG)
+    assert main(["run", str(config), "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    use = out.split("what to use:\n")[1].split("\n(")[0].splitlines()
+    assert use and all(line.startswith("- tiny-") for line in use), out
+    assert re.search(r"\(\d+ findings in full, with their tests: .+leaderboard\.md\)", out)
+    assert "\nfindings:" not in out

@@ -848,7 +848,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
             "tables": sum(1 for sections in (summary, appendix) for s in sections if s[1] is not None),
             "figures": sum(len(section[3]) for sections in (summary, appendix) for section in sections)
             + (len(card[4]) if card is not None else 0),
-            "findings": found}
+            "findings": found, "use": card[2] if card is not None else []}
 
 
 def _write_markdown(run_dir, title, header, found, explain, summary, appendix, card=None) -> None:
