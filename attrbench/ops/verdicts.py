@@ -224,6 +224,36 @@ def against_floor(values: dict[str, Sequence[Optional[float]]], floor: Sequence[
     return out
 
 
+def provisional(new: Sequence[Optional[float]], published: dict[str, Sequence[Optional[float]]],
+                floor: Optional[Sequence[Optional[float]]], higher_is_better: bool, alpha: float = ALPHA,
+                bounds: Optional[Sequence[Optional[float]]] = None) -> dict:
+    """A method with fewer examples than a table's others, placed without changing what is published.
+
+    It is compared with each published method on their common examples, and with the random floor on the floor's
+    examples it shares (:func:`compare`, positive favours the new method). These comparisons are a family of their
+    own, Holm-corrected over its k comparisons (the floor's included); the published pairs and their Holm family are
+    left as they are. The verdicts are provisional: the method is looked at again as its n grows (repeated looks),
+    so a verdict may change, and it enters no group until it has the table's examples.
+
+    Returns ``{"n", "comparisons", "vs", "floor", "beats", "beaten_by", "not_separated"}``: ``vs`` per published
+    method and ``floor`` with :func:`compare`'s fields, ``p_holm`` and ``verdict`` ("better", "worse" or "not
+    separated": the new method's side), and the published methods it beats, is beaten by and is not separated from.
+    """
+    rows = {m: compare(new, v, higher_is_better, bounds) for m, v in published.items()}
+    if floor is not None:
+        rows[FLOOR] = compare(new, floor, higher_is_better, bounds)
+    for m, p in zip(rows, holm([r["p"] for r in rows.values()], alpha)):
+        row = rows[m]
+        row["p_holm"] = p
+        row["verdict"] = ("not separated" if p >= alpha or row["direction"] == 0 else
+                          "better" if row["direction"] > 0 else "worse")
+    vs = {m: r for m, r in rows.items() if m != FLOOR}
+    return {"n": sum(v is not None for v in new), "comparisons": len(rows), "vs": vs, "floor": rows.get(FLOOR),
+            "beats": [m for m, r in vs.items() if r["verdict"] == "better"],
+            "beaten_by": [m for m, r in vs.items() if r["verdict"] == "worse"],
+            "not_separated": [m for m, r in vs.items() if r["verdict"] == "not separated"]}
+
+
 def aliases(tables: Sequence[dict[str, Sequence[Optional[float]]]], tolerance: float = ALIAS_TOLERANCE
             ) -> list[list[str]]:
     """Groups of methods (two or more) whose values are the same, within ``tolerance`` relative to

@@ -386,6 +386,31 @@ def robustness_table(panel: list[dict]) -> tuple[pd.DataFrame, str]:
     return pd.DataFrame(rows), note
 
 
+def provisional_findings(by_suite: dict[tuple, list[Table]]) -> list[str]:
+    """Per suite, where each method short of the headline's examples stands (``statistics["provisional"]``): its n,
+    how many published methods it beats, is beaten by and is not separated from, and its verdict against the floor,
+    marked provisional; a complete method's verdicts are the findings that follow."""
+    out = []
+    for (model, dataset), tables in by_suite.items():
+        headline = headline_table(tables)
+        if headline is None or not headline.statistics.get("provisional"):
+            continue
+        stats, name = headline.statistics, suite_title(model, dataset)
+        metric = metric_name(headline.evaluation, stats["metric"])
+        for method, entry in stats["provisional"].items():
+            published = len(entry["vs"])
+            floor = entry.get("floor")
+            against = "" if floor is None else (
+                f", and is not separated from the random floor (n = {floor['n']:,})" if floor["verdict"] ==
+                "not separated" else f", and is {floor['verdict']} than the random floor (n = {floor['n']:,})")
+            out.append(f"{name}: provisional, by {metric} (n = {entry['n']:,} of {entry['of']:,}): {method} beats "
+                       f"{len(entry['beats'])}, is beaten by {len(entry['beaten_by'])} and is not separated from "
+                       f"{len(entry['not_separated'])} of the {published} published methods{against} (a family of "
+                       f"its own on the common examples, Holm over its {entry['comparisons']} comparisons); it may "
+                       "change as n grows.")
+    return out
+
+
 def findings(by_suite: dict[tuple, list[Table]], records: list[dict], agreement: dict,
              panels: Optional[dict] = None, truths: Optional[dict] = None, validity: Optional[dict] = None,
              held: Optional[dict] = None) -> list[str]:
@@ -731,6 +756,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     target.mkdir(parents=True, exist_ok=True)
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
+    every = records  # a provisional method's cost is on the scorecard, from its rows so far
     tables, records, held = report_tables(records, meta.get("plan"), config["seed"])
     by_suite = faithfulness_tables(tables)
     folder = target / "figures"
@@ -739,8 +765,11 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
         headline = headline_table(suite_tables)
         if headline is not None:
             same = [[m, *v] for m, v in headline.statistics.get("aliases", {}).items()]
+            placed = headline.statistics.get("provisional")
             headline.statistics = rank_table(headline.evaluation, headline.group, compare=True, seed=config["seed"],
                                              same=same)
+            if placed:  # the comparisons of the methods short of its examples, their own family
+                headline.statistics["provisional"] = placed
     agreements, lowest, panels = {}, {}, {}
     for key, suite_tables in by_suite.items():
         agreements[key] = agreement_table(suite_tables, resamples, config["seed"])
@@ -769,7 +798,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
              "stability": e["statistics"].get("stability"), "n": e["statistics"].get("pair_n")} for e in panel]
     card_inputs = [((model, dataset), headline, truths.get((model, dataset)), panels.get((model, dataset), []),
                     sanity_flags(records, model, dataset), own_checks(records, model, dataset),
-                    _cost(records, model, dataset, "seconds"))
+                    _cost(every, model, dataset, "seconds"))
                    for (model, dataset), suite_tables in by_suite.items()
                    if (headline := headline_table(suite_tables)) is not None]
     card = scorecard(card_inputs) if card_inputs else None
@@ -830,7 +859,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = (waiting_findings(held, tables) + findings(by_suite, records, lowest, panels, truths, validity, held)
+    found = (waiting_findings(held, tables) + provisional_findings(by_suite) + findings(by_suite, records, lowest, panels, truths, validity, held)
              + [line for *_, line in splits])
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)

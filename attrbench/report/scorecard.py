@@ -10,7 +10,8 @@ One row per method (aliases merged), one column per suite. A cell reads, in orde
 * ``ax✓`` / ``ax✗``: the method meets / fails its own axiom (completeness, efficiency, conservation);
 * the median seconds per example.
 
-A method with fewer examples than the table's others is provisional (``*``): its group is not yet comparable.
+A method with fewer examples than the table's others is provisional (``*``): in no group until it has them, its floor
+verdict from its own family of comparisons (:func:`attrbench.report.tables.placements`).
 Rows are ordered by the mean headline group over the suites that rank the method, then by its median cost.
 
 The recommendation per suite follows one rule (:func:`recommend`), which docs/reading-a-leaderboard.md spells out
@@ -18,7 +19,8 @@ and the referee recomputes: *use* the cheapest methods (at most three) of the be
 method which beats the floor by the headline metric, is not flagged by the sanity check (and passes it where the
 suite runs one), meets its own axiom where it claims one and is not provisional; a suite without a known answer, or
 whose known answer does not rank the methods, takes the headline's groups instead, and says so. *Avoid* the methods
-not better than the floor by the headline metric or flagged by the sanity check. *The metrics disagree on* the
+not better than the floor by the headline metric or flagged by the sanity check (a provisional one is not judged
+yet). *The metrics disagree on* the
 methods in some but not all voting metrics' top groups.
 """
 from __future__ import annotations
@@ -55,7 +57,8 @@ def cells(headline: Table, truth: Optional[Table], panel: list[dict], sanity: di
     n_by = stats.get("n_by_method") or {}
     most = max(n_by.values(), default=0)
     out = {}
-    for method in stats.get("order", []):
+    placed = stats.get("provisional") or {}
+    for method in [*stats.get("order", []), *placed]:
         if method in dropped or method == stats.get("reference"):
             continue
         flag = sanity.get(method)
@@ -71,9 +74,13 @@ def cells(headline: Table, truth: Optional[Table], panel: list[dict], sanity: di
             "sanity": None if flag is None else {True: "flagged", False: "passes"}.get(flag[0], "unchecked"),
             "axiom": None if check is None else bool(check["passes"]),
             "seconds": float(np.median(cost)) if cost else None,
-            "provisional": bool(most and n_by.get(method, most) < most),
-            "n": n_by.get(method),
+            "provisional": method in placed or bool(most and n_by.get(method, most) < most),
+            "n": placed[method]["n"] if method in placed else n_by.get(method),
         }
+        if method in placed:  # short of the headline's examples: no group, its floor verdict its own family's
+            truth_placed = ((truth.statistics or {}).get("provisional") or {}).get(method) if truth else None
+            out[method].update(floor=(placed[method].get("floor") or {}).get("verdict"), votes=0,
+                               known_floor=((truth_placed or {}).get("floor") or {}).get("verdict"))
     return out
 
 
@@ -125,7 +132,8 @@ def recommend(entries: dict[str, dict], ranked: bool, n: int, runs_sanity: bool)
             use = sorted(pool, key=lambda m: (entries[m]["seconds"] is None, entries[m]["seconds"] or 0, m))
             use, group = use[:USE_AT_MOST], g
             break
-    avoid = [m for m, e in entries.items() if e["floor"] in ("not separated", "worse") or e["sanity"] == "flagged"]
+    avoid = [m for m, e in entries.items() if not e["provisional"]
+             and (e["floor"] in ("not separated", "worse") or e["sanity"] == "flagged")]
     tops = [m for m, e in entries.items() if e["voters"] and 0 < e["votes"] < e["voters"]]
     return {"ranked": True, "by": "known answer" if by_known else "headline metric", "group": group, "use": use,
             "avoid": avoid, "disagree": tops, "n": n}

@@ -48,6 +48,7 @@ from ..ops.verdicts import (
     common,
     format_p,
     pairwise,
+    provisional,
 )
 from ..registry import EVALS
 from ..runtime.pipeline import suite_dataset
@@ -387,18 +388,25 @@ def method_table(evaluation, group: list[dict], costs: dict, statistics: dict) -
             row["_order"] = -1e18 if r["method"] == statistics.get("reference") else (
                 -sign * r["mean"] if r["mean"] is not None else 1e18)
         row.update(costs.get((r["model"], r["dataset"], r["method"]), {}))
+    placed = statistics.get("provisional") or {}
     for method, row in rows.items():
         row["group"] = table_group(statistics, method)
         row["letters"] = (statistics.get("letters") or {}).get(method, "") if statistics["verdict"] == "ranked" else ""
         row["vs floor"] = floor_cell(statistics, method)
         row.setdefault("_order", 1e18)
+        if method in placed:  # short of the table's examples: placed pair by pair, in no group
+            entry = placed[method]
+            row.update({"group": "provisional", "letters": "", "placement": placement(entry),
+                        "vs floor": provisional_floor_cell(entry), f"n ({statistics['metric']})":
+                        f"{entry['n']:,} of {entry['of']:,}"})
     frame = pd.DataFrame(ranked_order(list(rows.values())))
     # n is the primary metric's; another metric defined on other examples gets an n column of its own
     counts = [f"n ({m})" for m in metrics]
     primary = f"n ({statistics['metric']})"
     frame = frame.rename(columns={primary: "n"})
     extra_n = [c for c in counts if c != primary and c in frame and not frame[c].equals(frame["n"])]
-    columns = ["group", "letters", "method", "family", *label.values(), "vs floor", "n", *extra_n]
+    columns = ["group", "letters", "method", "family", *label.values(), "vs floor", "n",
+               *(["placement"] if placed else []), *extra_n]
     optional = ["undefined", "published", *dict.fromkeys(c for columns_ in costs.values() for c in columns_)]
     columns = [c for c in columns if c not in ("letters", "vs floor") or frame[c].astype(str).str.strip().any()]
     columns += [c for c in optional
@@ -680,14 +688,64 @@ def leaderboard_tables(records: list[dict], seed: int = 0) -> list[Table]:
     return tables
 
 
+def placement(entry: dict) -> str:
+    """Where a provisional method stands among a table's published methods, in words."""
+    return (f"beats {len(entry['beats'])}, beaten by {len(entry['beaten_by'])}, not separated from "
+            f"{len(entry['not_separated'])}")
+
+
+def provisional_floor_cell(entry: dict) -> str:
+    row = entry.get("floor")
+    if row is None:
+        return ""
+    rate = "" if row["win_rate"] is None else f" ({row['win_rate']:.0%} wins, n = {row['n']})"
+    return f"{row['verdict']}{rate}"
+
+
+PROVISIONAL_NOTE = ("provisional: a method with fewer examples than the others, in no group until it has them, is "
+                    "compared with each published method on their common examples and with the random floor on the "
+                    "floor's examples it shares (the same paired test); these comparisons are a family of their own, "
+                    "Holm over its {k} comparisons, and the published verdicts stand as they are; it is looked at "
+                    "again as its n grows (repeated looks), so a provisional verdict may change")
+
+
+def placements(table: Table, rows: list[dict], lagging: dict[str, tuple[int, int]]) -> dict[str, dict]:
+    """The provisional entries of a ranked table: each method :func:`still_computing` held back with some examples
+    (``rows``, its records in this table), placed by :func:`attrbench.ops.verdicts.provisional` on the primary
+    metric against the table's published methods (aliases merged as the table merges them) and its floor."""
+    stats = table.statistics
+    if not stats or not stats.get("n_by_method"):
+        return {}
+    metric = stats["metric"]
+    short = [m for m, (k, _) in lagging.items() if m != FLOOR and k > 0 and m != stats.get("reference")]
+    values = aligned(table.group + [r for r in rows if r["method"] in short], metric, (stats.get("reference"),))
+    published = {m: values[m] for m in stats["n_by_method"] if m in values}
+    bounds = table.evaluation.bounds.get(metric)
+    return {m: {**provisional(values[m], published, values.get(FLOOR), stats["higher_is_better"], bounds=bounds),
+                "of": lagging[m][1]} for m in short if m in values and published}
+
+
 def report_tables(records: list[dict], plan: Optional[list[dict]], seed: int = 0
                   ) -> tuple[list[Table], list[dict], dict[tuple, dict[str, tuple[int, int]]]]:
     """The tables a run's report shows (and ``load_run`` gives): those of the complete cells (:func:`still_computing`),
-    each table's note saying what is still computing. Also the records they rank and what was held back."""
+    each table's note saying what is still computing. Also the records they rank and what was held back. A ranked
+    table's methods held back with some examples are placed provisionally (:func:`placements`): a row each, marked,
+    and ``statistics["provisional"]``."""
     ranked, held = still_computing(records, plan)
     tables = leaderboard_tables(ranked, seed)
+    costs = None
     for table in tables:
         if (key := (table.model, table.dataset, table.evaluation.name)) in held:
+            rows = [r for r in records if (r["model"], r["dataset"], r["eval"]) == key and r["method"] in held[key]
+                    and r["method"] != FLOOR]
+            placed = placements(table, rows, held[key]) if table.statistics and table.evaluation.ranked else {}
+            if placed:
+                table.statistics["provisional"] = placed
+                costs = cost_lookup(records) if costs is None else costs
+                shown = [r for r in rows if r["method"] in placed]
+                table.frame, _ = method_table(table.evaluation, table.group + shown,
+                                              {} if table.evaluation.cost_columns else costs, table.statistics)
+                table.note += "; " + PROVISIONAL_NOTE.format(k=next(iter(placed.values()))["comparisons"])
             table.note += "; " + computing_note(held[key])
     return tables, ranked, held
 

@@ -15,6 +15,7 @@ from attrbench.ops.verdicts import (
     compare,
     format_p,
     pairwise,
+    provisional,
     tiers,
     wilcoxon_p,
 )
@@ -182,3 +183,26 @@ def test_every_pair_is_tested_once():
     result = pairwise(values, True)
     assert result["pairs_tested"] == 10
     assert {tuple(sorted(p["pair"])) for p in result["pairs"].values()} == set(itertools.combinations("abcde", 2))
+
+
+def test_a_provisional_method_is_its_own_family_on_its_common_examples():
+    """Compared with each published method and the floor on the examples they share, Holm over those k comparisons
+    only (scipy's Wilcoxon, statsmodels' Holm); the published values are read, never changed."""
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
+    rng = np.random.default_rng(3)
+    published = {"high": list(rng.normal(2.0, 0.3, 40)), "low": list(rng.normal(-2.0, 0.3, 40)),
+                 "same": list(rng.normal(0.0, 0.3, 40))}
+    floor = list(rng.normal(-1.0, 0.3, 40))
+    new = list(rng.normal(0.0, 0.3, 25)) + [None] * 15  # short of the table: 25 of its 40 examples
+    kept = {m: list(v) for m, v in published.items()}
+    out = provisional(new, published, floor, higher_is_better=True)
+    assert published == kept and out["n"] == 25 and out["comparisons"] == 4
+    assert (out["beats"], out["beaten_by"], out["not_separated"]) == (["low"], ["high"], ["same"])
+    assert out["floor"]["verdict"] == "better" and out["floor"]["n"] == 25
+    raw = [stats.wilcoxon(np.array(new[:25]) - np.array(v[:25])).pvalue for v in [*published.values(), floor]]
+    expected = multipletests(raw, method="holm")[1]
+    got = [out["vs"][m]["p_holm"] for m in published] + [out["floor"]["p_holm"]]
+    assert np.allclose(got, expected, rtol=1e-12)
+    assert provisional(new, published, None, True)["comparisons"] == 3  # no floor: one comparison fewer

@@ -156,6 +156,41 @@ class Report:
         assert set(found[4].split(", ")) == ruling["top"]
         return True
 
+    def rule_provisional(self, suite: str, body: str) -> bool:
+        """A method short of the headline's examples, placed against the published methods and the floor on their
+        common examples, Holm over its own comparisons, recomputed from its rows (which no complete table holds)."""
+        found = re.fullmatch(r": provisional, by (.+?) \(n = ([\d,]+) of ([\d,]+)\): (\w+) beats (\d+), is beaten by "
+                             r"(\d+) and is not separated from (\d+) of the (\d+) published methods(?:, and is (better "
+                             r"than|worse than|not separated from) the random floor \(n = ([\d,]+)\))? \(a family of "
+                             r"its own on the common examples, Holm over its (\d+) comparisons\); it may change as n "
+                             r"grows\.", body)
+        if not found:
+            return False
+        ruling = self.ruling(suite, found[1])
+        method, published, floor = found[4], ruling["values"], ruling["floor_values"]
+        mine = referee.table_values(self.raw, *self.suites[suite], ruling["key"]).get(method)
+        assert mine is not None and method not in published, f"{suite}: {method} is no method short of the table"
+        assert len(mine) == int(found[2].replace(",", "")), (suite, method)
+        assert len(mine) < max(len(v) for v in published.values()) <= int(found[3].replace(",", ""))
+        against = [referee.test_pair(mine, published[m], ruling["higher"]) for m in published]
+        if floor is not None:
+            against.append(referee.test_pair(mine, floor, ruling["higher"]))
+        adjusted = referee.holm_adjusted([p for p, *_ in against], 0.05)
+        said = ["better" if p < 0.05 and d > 0 else "worse" if p < 0.05 and d < 0 else "not separated"
+                for (_, d, *_), p in zip(against, adjusted)]
+        vs = said[:len(published)]
+        assert [int(x) for x in found.groups()[4:8]] == [vs.count("better"), vs.count("worse"),
+                                                          vs.count("not separated"), len(published)], (suite, method)
+        assert int(found[11]) == len(against)
+        if floor is None:
+            assert found[9] is None
+        else:
+            assert found[9].removesuffix(" than").removesuffix(" from") == said[-1], (suite, method)
+            assert int(found[10].replace(",", "")) == against[-1][2]
+        entry = self.statistics[f"{suite} · {ruling['evaluation'].name}"]["provisional"][method]
+        assert [entry["vs"][m]["verdict"] for m in published] == vs, (suite, method)
+        return True
+
     def rule_floor(self, suite: str, body: str) -> bool:
         found = re.fullmatch(
             r": against the random floor \(the expected (.+?) of a random attribution on each example, n = (\d+); "

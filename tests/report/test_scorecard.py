@@ -98,8 +98,11 @@ def referee(run_dir) -> int:
         for method, cell in card["cells"][suite].items():
             tier = stats["tier"].get(method)
             assert cell["group"] == (int(tier) if tier is not None and stats["verdict"] == "ranked" else None)
-            assert cell["floor"] == stats.get("floor", {}).get(method, {}).get("verdict")
-            assert cell["votes"] == sum(method in (e["top"] or []) for e in voters)
+            placed = (stats.get("provisional") or {}).get(method)
+            assert cell["provisional"] == (placed is not None), method
+            floor = (placed.get("floor") or {}) if placed else stats.get("floor", {}).get(method, {})
+            assert cell["floor"] == floor.get("verdict")
+            assert cell["votes"] == (0 if placed else sum(method in (e["top"] or []) for e in voters))
             assert cell["voters"] == len(voters)
             timing = [r for r in rows if r["method"] == method and r["eval"] == "timing"
                       and r["metric"] == "seconds_per_example"]
@@ -127,8 +130,8 @@ def referee(run_dir) -> int:
         best = min((entries[m][which] for m in ok if entries[m][which] is not None), default=None)
         expected = sorted((m for m in ok if entries[m][which] == best), key=lambda m: (entries[m]["seconds"], m))[:3]
         assert rec["use"] == expected
-        assert set(rec["avoid"]) == {m for m, e in entries.items()
-                                     if e["floor"] in ("not separated", "worse") or e["sanity"] == "flagged"}
+        assert set(rec["avoid"]) == {m for m, e in entries.items() if not e["provisional"]
+                                     and (e["floor"] in ("not separated", "worse") or e["sanity"] == "flagged")}
         assert all(entries[m]["label"] in text for m in rec["use"] + rec["avoid"])
         ranked += 1
     return ranked
