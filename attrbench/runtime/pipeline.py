@@ -76,7 +76,8 @@ class Pipeline:
         (counted from ``started``) would be spent; each finished job's rows are stored in one transaction,
         with ``tally(example_costs so far, rows stored)`` as metadata where given (a killed run keeps its costs)."""
         started = time.monotonic() if started is None else started
-        queue = _schedule(plans, self.jobs(plans, only))
+        filled = [self.store.cells(plan.name) for plan in plans]  # where other methods have rows already
+        queue = _schedule(plans, self.jobs(plans, only), filled)
         executor = executor or LocalExecutor(progress=self.options.progress and len(queue) == 1)
         # one job (evaluate, score): its shard's bars, and the model outputs' of a long round, are the progress
         self.context.batcher.progress = self.options.progress and len(queue) == 1
@@ -141,13 +142,41 @@ class Pipeline:
         return self.collect(plans)
 
 
-def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Job]:
-    """The order of a run's jobs, verdicts first within a budget: for each suite that can reach a verdict, the rows
-    of its headline evaluation (and of the unranked ones, cost and checks, which read the attributions and cost no
-    model output) on the examples the verdict needs (:func:`ranking_needs`), suite by suite in the config's order
-    (so a budget too short for all still brings the first suites to their verdicts, rather than every suite
-    short of one); then the analyses of the models; then every suite's remaining rows (the other metrics of those
-    examples, then whole examples) round-robin, so all cells grow together."""
+def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]],
+              filled: Optional[list[set[tuple[str, str]]]] = None) -> list[Job]:
+    """The order of a run's jobs, verdicts first within a budget.
+
+    First the rows of methods placed beside others (``filled``: per suite the (evaluation, example) cells that
+    already hold rows, e.g. a method added to a grown or published folder): by :func:`placement_tier` (the headline
+    metric with the cost, then the known answers, then the axiom and sanity checks, then the other metrics), each
+    tier on every suite before the next, so a provisional headline verdict on every suite comes first. Then, for
+    each suite that can reach a verdict, the rows of its headline evaluation (and of the unranked ones, cost and
+    checks, which read the attributions and cost no model output) on the examples the verdict needs
+    (:func:`ranking_needs`), suite by suite in the config's order (so a budget too short for all still brings the
+    first suites to their verdicts, rather than every suite short of one); then the analyses of the models; then
+    every suite's remaining rows (the other metrics of those examples, then whole examples) round-robin, so all
+    cells grow together."""
+    placing: list[list[list[Job]]] = [[[] for _ in per_suite] for _ in range(PLACEMENT_TIERS)]
+    if filled is not None:
+        kept = []
+        for k, (plan, jobs) in enumerate(zip(plans, per_suite)):
+            tier = placement_tier(plan)
+            rest = []
+            for job in jobs:
+                if job.analysis is not None:
+                    rest.append(job)
+                    continue
+                beside = {i: [c for c in cells if (c[0], i) in filled[k]] for i, cells in job.rows.items()}
+                for t in range(PLACEMENT_TIERS):
+                    rows = {i: [c for c in cells if tier(c[0]) == t] for i, cells in beside.items()}
+                    if any(rows.values()):
+                        placing[t][k].append(Job(job.suite, {i: c for i, c in rows.items() if c}))
+                left = {i: [c for c in cells if (c[0], i) not in filled[k]] for i, cells in job.rows.items()}
+                if any(left.values()):
+                    rest.append(Job(job.suite, {i: c for i, c in left.items() if c}))
+            kept.append(rest)
+        per_suite = kept
+    placed = [job for tier in placing for round_ in _round_robin(tier) for job in round_]
     scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
     analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]
     heads, tails = [], []
@@ -162,8 +191,24 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]]) -> list[Jo
             tail += [Job(job.suite, {i: c for i, c in rest.items() if c})] if any(rest.values()) else []
         heads.append(head)
         tails.append(tail)
-    return ([job for jobs in heads for job in jobs] + analyses
+    return (placed + [job for jobs in heads for job in jobs] + analyses
             + [job for round_ in _round_robin(tails) for job in round_])
+
+
+PLACEMENT_TIERS = 4
+
+
+def placement_tier(plan: SuitePlan) -> Callable[[str], int]:
+    """The order in which a placed method's rows come (an evaluation key to its tier): 0 the headline evaluation and
+    the cost (unranked, no model output), 1 the known answers, 2 the axiom and sanity checks, 3 the other metrics."""
+    lead = headline_evaluations(plan)
+    headline = {lead[0].key} if lead else set()
+    tiers = {}
+    for evaluation, _ in plan.scoring:
+        tiers[evaluation.key] = (0 if evaluation.key in headline else 1 if evaluation.family == "ground truth" else
+                                 2 if evaluation.family == "sanity" or evaluation.check_share is not None else
+                                 0 if not evaluation.ranked else 3)
+    return lambda key: tiers.get(key, 3)
 
 
 def headline_evaluations(plan: SuitePlan) -> list:

@@ -725,6 +725,41 @@ def test_a_budget_goes_to_the_headline_verdicts_first_then_the_analyses_then_gro
         (1, 2), (2, 2), (2, 2), (2, 2)]
 
 
+def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
+    """A method added beside others (its cells hold their rows): its headline metric and cost on every suite and
+    every example first, round-robin across suites, then the other metrics; a fresh suite's rows keep their order
+    after them, and nothing is lost or queued twice."""
+    from attrbench.runtime.pipeline import _schedule
+    from attrbench.runtime.plan import missing_jobs
+
+    suite = ('dataset = "sva-generated"\nmethods = ["alti", "blank_out", "grad_l2"]\n'
+             'evals = ["erasure_aopc", "naopc", "timing"]\n')
+    path = tmp_path / "place.toml"
+    path.write_text(f'name = "place"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 6\n'
+                    f'[[suite]]\nmodel = "tiny-bert"\n{suite}n = 6\n[[suite]]\nmodel = "tiny-llama"\n{suite}n = 4\n')
+    plans = plan_config(read_config(path))
+    added = "grad_l2"
+    # suites 0 and 1 hold every row but grad_l2's (it is being placed); suite 2 is new
+    done = [{key for _, method, _, key in plan.rows() if getattr(method, "name", None) != added}
+            | {plan.analysis_key(e) for e in plan.analyses} for plan in plans[:2]] + [set()]
+    filled = [{(evaluation.key, example.id) for evaluation, _, example, _ in plan.rows()} for plan in plans[:2]]
+    queue = _schedule(plans, [missing_jobs(plan, d, 2) for plan, d in zip(plans, done)], filled + [set()])
+
+    def evals(job):
+        return {plans[job.suite].evaluation(cell[0]).name for cells in job.rows.values() for cell in cells}
+
+    placing = [job for job in queue if job.suite < 2]
+    assert [job.suite for job in queue[:len(placing)]] == [job.suite for job in placing]  # placement first
+    assert [evals(job) for job in placing] == [{"naopc", "timing"}] * 6 + [{"erasure_aopc"}] * 6
+    assert [job.suite for job in placing[:6]] == [0, 1] * 3  # every suite's headline before any other metric
+    assert len({cell[1] for job in placing for cells in job.rows.values() for cell in cells}) == 1  # grad_l2's
+    for k in range(2):  # nothing lost, nothing twice
+        queued = [cell[2] for job in queue if job.suite == k for cells in job.rows.values() for cell in cells]
+        assert sorted(queued) == sorted(key for _, m, _, key in plans[k].rows() if getattr(m, "name", None) == added)
+    fresh = [job for job in queue if job.suite == 2]
+    assert fresh and queue.index(fresh[0]) == len(placing)
+
+
 def test_ray_workers_give_the_same_results_and_compute_shared_work_once(config_file, tmp_path):
     ray = pytest.importorskip("ray")
     from attrbench.runtime.executors import RayExecutor
