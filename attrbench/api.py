@@ -310,9 +310,14 @@ def results_frame(records: Sequence[dict]) -> pd.DataFrame:
 def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *, n: Optional[int] = 100,
              seed: int = 0, split: Optional[str] = None, columns: Optional[Mapping[str, str]] = None,
              params: Optional[Mapping[str, dict]] = None, eval_params: Optional[Mapping[str, dict]] = None,
-             dtype: str = "float32", device: str = "cpu", progress: Optional[bool] = None) -> Scores:
+             dtype: str = "float32", device: str = "cpu", progress: Optional[bool] = None,
+             published: bool = True) -> Scores:
     """Score ``methods`` with ``evaluations`` on a seeded sample of ``n`` examples of ``dataset`` (a name, a
     file, a DataFrame or a datasets.Dataset with ``columns``), as ``attrbench eval`` does.
+
+    What every method's scores share (NAOPC's bounds, the random floors) is taken from the published runs in a
+    clone of the repository (``reports/full``, ``reports/default``) where they hold it for the same weights,
+    examples and parameters, and computed otherwise; ``published=False`` computes it all.
 
     >>> s = attrbench.evaluate("minilm-l6-sst2", ["alti", "random"], "erasure_aopc,naopc", "sst2", n=30)
     >>> s.summary, s.results
@@ -334,7 +339,7 @@ def evaluate(model, methods, evaluations: str | Sequence[str], dataset="sst2", *
     local = [m for m in configured if m.name not in METHODS.names() or METHODS.get(m.name) is not m]
     records = pipeline.evaluate(adapter, names, evaluations, as_dataset(dataset, columns), n=n, seed=seed,
                                 split=split, progress=progress, method_params=dict(params or {}),
-                                eval_params=dict(eval_params or {}), extra_methods=local)
+                                eval_params=dict(eval_params or {}), extra_methods=local, published=published)
     return Scores(records)
 
 

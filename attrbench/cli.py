@@ -303,7 +303,7 @@ def cmd_eval(args) -> None:
     records = evaluate(adapter, _csv(args.method) or [], _csv(args.eval) or [], args.dataset, n=args.n,
                        seed=args.seed, split=args.split, rank=args.rank, data_dir=args.data_dir, options=options,
                        method_params=method_params, eval_params=eval_params,
-                       dataset_params=dataset_params.get(args.dataset))
+                       dataset_params=dataset_params.get(args.dataset), published=not args.recompute)
     info = provenance(adapter, dataset=args.dataset, split=args.split, n=args.n, seed=args.seed, rank=args.rank,
                       evals=_csv(args.eval), methods=_csv(args.method), data_dir=args.data_dir,
                       params=args.param or [])
@@ -489,6 +489,9 @@ def build_parser() -> argparse.ArgumentParser:
                                   "probe: test (default), val or train")
     p.add_argument("--n", type=int, default=500, help="sample size (default 500; all if larger than the data)")
     p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument("--recompute", action="store_true",
+                   help="compute NAOPC's bounds and the random floors even where reports/full or reports/default "
+                        "holds them for the same weights, examples and parameters")
     p.add_argument("--rank", default="scipy", choices=["scipy", "dense"],
                    help="Spearman convention: scipy (tie-corrected, default) or dense (the ALTI scripts)")
     p.add_argument("--param", action="append", metavar="PLUGIN.NAME=VALUE",

@@ -135,11 +135,38 @@ class Pipeline:
         records = [r for plan in plans for r in records_of(describe(plan), self.store)]
         return with_intervals(records, self.seed, self.resamples, metric_bounds(records))
 
-    def records(self, suites: Sequence[Suite], executor=None) -> list[dict]:
-        """Plan, execute and collect in memory (``eval``, ``score``, the Python API): records with intervals."""
+    def records(self, suites: Sequence[Suite], executor=None, published: Sequence[Path] = ()) -> list[dict]:
+        """Plan, execute and collect in memory (``eval``, ``score``, the Python API): records with intervals.
+        ``published``: run folders whose shared rows and random floors are taken where they fit (:meth:`reuse`)."""
         plans = self.plan(suites)
+        self.reuse(plans, published)
         self.execute(plans, executor)
         return self.collect(plans)
+
+    def reuse(self, plans: Sequence[SuitePlan], folders: Sequence[Path]) -> int:
+        """Copy into the store the rows that ``folders`` (published runs) hold of what every method's scores share:
+        the shared rows (NAOPC's bounds, a reference's scores) and the random floors. A row is taken only where
+        its key matches, and the key names the model's weights, dtype, dataset, split, evaluation with its
+        parameters and example, so a copied row is the one this run would compute. Returns the rows copied."""
+        wanted = {key: (plan.name, evaluation.key, method_key, example.id)
+                  for plan in plans for evaluation, method, example, key in plan.rows()
+                  if method is None or isinstance(method, str)
+                  for method_key in [SHARED if method is None else method]}
+        missing = set(wanted) - self.store.done(wanted)
+        copied = 0
+        for folder in folders:
+            if not missing:
+                break
+            path = run_store(folder, cache_dir())
+            if path is None:
+                continue
+            with closing(Store(path, readonly=True)) as source:
+                found = source.get(sorted(missing))
+            self.store.put([{"key": key, "suite": wanted[key][0], "eval": wanted[key][1], "method": wanted[key][2],
+                             "example": wanted[key][3], "payload": payload} for key, payload in found.items()])
+            missing -= set(found)
+            copied += len(found)
+        return copied
 
 
 def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]],
@@ -532,10 +559,12 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
              n: Optional[int] = 500, seed: int = 0, split: Optional[str] = None, rank: Optional[str] = None,
              data_dir=None, options: Optional[RunOptions] = None, progress: Optional[bool] = None,
              method_params: Optional[dict] = None, eval_params: Optional[dict] = None,
-             dataset_params: Optional[dict] = None, extra_methods: Sequence[Method] = ()) -> list[dict]:
+             dataset_params: Optional[dict] = None, extra_methods: Sequence[Method] = (),
+             published: bool = True) -> list[dict]:
     """Run evaluations on a seeded sample of a dataset (``attrbench eval``); every check is made before
     any work starts. ``rank`` sets the Spearman convention of the evaluations that have one;
-    ``extra_methods``: methods that are not registered (a notebook's), named in ``method_names``."""
+    ``extra_methods``: methods that are not registered (a notebook's), named in ``method_names``;
+    ``published``: take the shared rows and floors the published runs hold (:func:`published_runs`)."""
     for kind, params, names in (("evaluation", eval_params, eval_names), ("method", method_params, method_names)):
         unused = [name for name in params or {} if name not in names and names not in ("all", ["all"])]
         if unused:
@@ -550,7 +579,18 @@ def evaluate(adapter, method_names: Sequence[str] | str, eval_names: Sequence[st
     return pipeline.records([Suite(adapter.name, dataset, tuple(eval_names), method_names if isinstance(
         method_names, str) else tuple(method_names), n, split, method_params=method_params or {},
         eval_params=eval_params or {}, dataset_params=dataset_params or {},
-        shared_params={} if rank is None else {"rank": rank})])
+        shared_params={} if rank is None else {"rank": rank})], published=published_runs() if published else ())
+
+
+PUBLISHED_RUNS = ("full", "default")
+
+
+def published_runs() -> list[Path]:
+    """The published runs beside the package, in a clone or an editable install (``reports/full``,
+    ``reports/default``): what :meth:`Pipeline.reuse` reads. A wheel ships none, and computes everything."""
+    root = Path(__file__).resolve().parents[2] / "reports"
+    return [root / name for name in PUBLISHED_RUNS if (root / name / COMPACT).is_file()
+            or (root / name / "store.sqlite").is_file()]
 
 
 def score_attributions(adapter, path: str | Path, eval_names: Sequence[str], dataset: str, *,

@@ -760,6 +760,41 @@ def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
     assert fresh and queue.index(fresh[0]) == len(placing)
 
 
+def test_evaluate_takes_the_bounds_and_floors_a_published_run_holds_and_computes_none_of_them(tmp_path):
+    """A run folder's shared rows (NAOPC's bounds) and random floors, for the same weights, examples and
+    parameters, are copied instead of computed: only the method's rows are, and the records are the ones a full
+    computation gives; other parameters match nothing, and everything is computed."""
+    from attrbench.runtime.pipeline import Pipeline, dtype_name
+    from attrbench.runtime.plan import Suite
+
+    config = f'name = "pub"\nseed = 0\nshard_size = 4\n[[suite]]\nmodel = "tiny-gpt2"\ndataset = "sva-generated"\n' \
+             f'n = 6\nmethods = ["alti"]\nevals = ["naopc"]\n[suite.eval_params.naopc]\nexact_up_to = 6\n'
+    path = tmp_path / "pub.toml"
+    path.write_text(config)
+    run_leaderboard(read_config(path), tmp_path / "pub", progress=False)
+    adapter = load_model("tiny-gpt2")
+
+    def evaluated(folders, params):
+        pipeline = Pipeline(RunOptions(progress=False, dtype=dtype_name(adapter)), seed=0, shard_size=100)
+        pipeline.add_adapter(adapter)
+        plans = pipeline.plan([Suite("tiny-gpt2", "sva-generated", ("naopc",), ("grad_l2",), 4,
+                                     eval_params={"naopc": params}, baseline=True)])
+        copied = pipeline.reuse(plans, folders)
+        done = pipeline.execute(plans)
+        return copied, done, pipeline.collect(plans)
+
+    copied, done, records = evaluated([tmp_path / "pub"], {"exact_up_to": 6})
+    assert copied == 8 and done["rows"] == 4  # 4 bounds and 4 floors copied; grad_l2's 4 rows computed
+    fresh, computed, again = evaluated([], {"exact_up_to": 6})
+    assert fresh == 0 and computed["rows"] == 12 and computed["model_rows"] > done["model_rows"]
+    assert evaluate(adapter, ["grad_l2"], ["naopc"], "sva-generated", n=4, progress=False)  # the front door runs
+    pick = lambda rs: {(r["method"], r["metric"]): r["values"] for r in rs if "values" in r}  # noqa: E731
+    mine, theirs = pick(records), pick(again)
+    assert mine.keys() == theirs.keys() and all(np.allclose(mine[k], theirs[k], rtol=1e-6) for k in mine)
+    other, _, _ = evaluated([tmp_path / "pub"], {"exact_up_to": 5})
+    assert other == 0  # its key names the parameters: nothing of the published run fits
+
+
 def test_ray_workers_give_the_same_results_and_compute_shared_work_once(config_file, tmp_path):
     ray = pytest.importorskip("ray")
     from attrbench.runtime.executors import RayExecutor
