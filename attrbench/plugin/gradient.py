@@ -8,6 +8,7 @@ score is the target's logit (or a logit difference for contrast targets) from th
 """
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import numpy as np
@@ -36,11 +37,27 @@ def baseline_ids(adapter, input_ids: torch.Tensor, baseline: str) -> torch.Tenso
     return torch.where(special, input_ids, baseline_id)
 
 
+CAPTUM_SUPPORTED = ((0, 8), (0, 10))  # [lowest, above highest): captum_zoo.py reads some of captum's internals
+
+
 def captum_attr():
-    """captum's ``attr`` module, imported on first use by the methods that call it."""
+    """captum's ``attr`` module, imported on first use by the methods that call it; a captum release outside
+    ``CAPTUM_SUPPORTED`` (pyproject pins the same range) is refused in one line, since the captum methods read
+    some of its internals and another release may change their scores or break them."""
     import captum.attr  # heavy (captum pulls in matplotlib and more): never at import, so listing methods stays light
 
+    check_captum(captum.__version__)
     return captum.attr
+
+
+def check_captum(version: str) -> None:
+    """Refuse, in one line naming the fix, a captum version outside ``CAPTUM_SUPPORTED``."""
+    parts = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    (low, high) = CAPTUM_SUPPORTED
+    if not low <= parts < high:
+        raise InputError(f"captum {version} is not supported (the captum methods read some of its internals; "
+                         f"tested on {low[0]}.{low[1]} to {high[0]}.{high[1] - 1}): pip install "
+                         f"'captum>={low[0]}.{low[1]},<{high[0]}.{high[1]}'")
 
 
 class TargetForward:

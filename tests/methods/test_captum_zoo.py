@@ -7,6 +7,7 @@ its non-special tokens replaced, and the sampled methods' guarantees (Shapley ef
 """
 import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -249,3 +250,23 @@ def test_identities_are_recorded_against_the_models_own_scores(name):
     assert records["shapley_sampling"]["passes"] and records["shapley_sampling"]["residual"] <= 2e-6
     assert records["kernel_shap"]["passes"]
     assert not records["deeplift"]["passes"] and records["deeplift"]["residual"] > 0.01
+
+
+def test_an_unsupported_captum_is_refused_in_one_line_and_pyproject_pins_the_same_range():
+    """The captum methods read some of captum's internals: a release outside the tested range stops them with the
+    fix, and the installed one is inside it."""
+    from pathlib import Path
+
+    import captum
+
+    from attrbench.plugin.gradient import CAPTUM_SUPPORTED, captum_attr, check_captum
+
+    captum_attr()  # the installed captum passes
+    check_captum(captum.__version__)
+    for version in ("0.10.0", "0.7.2", "1.0"):
+        with pytest.raises(InputError, match=rf"^captum {re.escape(version)} is not supported \(.+\): pip install "
+                                             r"'captum>=0\.8,<0\.10'$"):
+            check_captum(version)
+    (low, high) = CAPTUM_SUPPORTED
+    pyproject = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+    assert re.findall(r'"(captum[^"]*)"', pyproject) == [f"captum>={low[0]}.{low[1]},<{high[0]}.{high[1]}"]
