@@ -216,12 +216,17 @@ def against_floor(values: dict[str, Sequence[Optional[float]]], floor: Sequence[
     """Each method against the random floor on their common examples, Holm-corrected over the methods: verdict
     "better", "not separated" or "worse", with :func:`compare`'s fields (positive favours the method)."""
     out = {m: compare(v, floor, higher_is_better, bounds) for m, v in values.items()}
-    for m, p in zip(out, holm([r["p"] for r in out.values()], alpha)):
-        row = out[m]
+    return _holm_verdicts(out, alpha)
+
+
+def _holm_verdicts(rows: dict[str, dict], alpha: float) -> dict[str, dict]:
+    """One family of :func:`compare` rows Holm-corrected: each gets ``p_holm`` and the first side's ``verdict``,
+    "better", "not separated" or "worse"."""
+    for row, p in zip(rows.values(), holm([r["p"] for r in rows.values()], alpha)):
         row["p_holm"] = p
         row["verdict"] = ("not separated" if p >= alpha or row["direction"] == 0 else
                           "better" if row["direction"] > 0 else "worse")
-    return out
+    return rows
 
 
 def provisional(new: Sequence[Optional[float]], published: dict[str, Sequence[Optional[float]]],
@@ -242,11 +247,7 @@ def provisional(new: Sequence[Optional[float]], published: dict[str, Sequence[Op
     rows = {m: compare(new, v, higher_is_better, bounds) for m, v in published.items()}
     if floor is not None:
         rows[FLOOR] = compare(new, floor, higher_is_better, bounds)
-    for m, p in zip(rows, holm([r["p"] for r in rows.values()], alpha)):
-        row = rows[m]
-        row["p_holm"] = p
-        row["verdict"] = ("not separated" if p >= alpha or row["direction"] == 0 else
-                          "better" if row["direction"] > 0 else "worse")
+    _holm_verdicts(rows, alpha)
     vs = {m: r for m, r in rows.items() if m != FLOOR}
     return {"n": sum(v is not None for v in new), "comparisons": len(rows), "vs": vs, "floor": rows.get(FLOOR),
             "beats": [m for m, r in vs.items() if r["verdict"] == "better"],

@@ -859,7 +859,8 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     if any(r.get("published") for r in records):
         explain.append("Published numbers are from the papers' own models (BERT-base family, GPT-2), not from "
                        "these models: they are context, not a comparison.")
-    found = (waiting_findings(held, tables) + provisional_findings(by_suite) + findings(by_suite, records, lowest, panels, truths, validity, held)
+    found = (waiting_findings(held, tables) + provisional_findings(by_suite)
+             + findings(by_suite, records, lowest, panels, truths, validity, held)
              + [line for *_, line in splits])
     title = f"attrbench leaderboard: {config['name']}"
     # a user's additions to a published run, not to be taken for it (a published folder is its own authority)
