@@ -39,7 +39,8 @@ OUT = ROOT / "benchmarks" / "results" / "ig-convergence-smollm2-cpu.json"
 def path_probe(points: int, zero_steps: tuple[int, ...]):
     """An unregistered gradient method whose 'attribution' is zero and whose metadata hold the path's total variation
     (pad baseline) and the gaps of captum's IG from the zero embedding."""
-    from attrbench.plugin import GradientMethod, baseline_ids, captum_attr
+    from attrbench.plugin import GradientMethod, captum_attr
+    from attrbench.plugin.internal import baseline_ids
 
     class PathProbe(GradientMethod):
         name, description = "path_probe", "the score along integrated gradients' straight path"
@@ -69,7 +70,7 @@ def path_probe(points: int, zero_steps: tuple[int, ...]):
 def smallest_mean_square(adapter, texts: list[str], points: int) -> dict:
     """Along the straight path from the pad baseline, the smallest mean square of an interpolated token embedding,
     over every non-special token of ``texts``: relative to the token's own embedding and to RMSNorm's eps."""
-    from attrbench.plugin import baseline_ids
+    from attrbench.plugin.internal import baseline_ids
 
     layer = adapter.model.get_input_embeddings()
     alphas = torch.linspace(0, 1, points, dtype=torch.float64)[:, None, None]

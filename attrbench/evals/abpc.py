@@ -17,7 +17,8 @@ The random floor is exactly 0 (:meth:`ABPC.floor`, no model output): under a uni
 both σ[:k] and reverse(σ)[:k] are uniformly random k-subsets, so the two curves have the same expectation
 at every k (E[AOPC_comp − AOPC_suff] = 0; tested by enumerating every ordering).
 """
-from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, register
+from attrbench.plugin import Evaluation, Param, register
+from attrbench.plugin.internal import OPERATORS, UNITS
 
 
 class ABPC(Evaluation):

@@ -1,6 +1,6 @@
 """Axioms: whether each attribution meets the identity its method claims, per example.
 
-A method that declares an ``axiom`` (``attrbench.plugin.AXIOMS``: IG's completeness, Shapley efficiency,
+A method that declares an ``axiom`` (``attrbench.plugin.internal.AXIOMS``: IG's completeness, Shapley efficiency,
 LRP / DeepLIFT conservation) records in every result the relative residual |attributed − expected| /
 |expected| of that identity and its tolerance (``meta["axiom"]``, :func:`attrbench.plugin.axiom_check`). This
 evaluation reads them: per example the ``residual`` and ``passes`` (1.0 within the tolerance, 0.0 not), so the
@@ -11,7 +11,8 @@ is no verdict on it. It computes nothing: no model output, only what the attribu
 axiom is not taken (``takes``), so a run gives it no row here rather than a row of "not applicable"; an
 attribution cached before its method recorded the axiom gives undefined values (None).
 """
-from attrbench.plugin import AXIOMS, METHODS, Evaluation, InputError, register
+from attrbench.plugin import METHODS, Evaluation, InputError, register
+from attrbench.plugin.internal import AXIOMS
 
 
 class Axioms(Evaluation):

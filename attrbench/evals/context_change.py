@@ -12,7 +12,8 @@ layout (``attrbench.decompose.layout``):
 A change is undefined where a map is constant (a one-token text): such layers are left out of the
 means, not scored as 0. Published layer averages (BERT-base / GPT-2): FF 0.21 / 0.15, LN 0.27 / 0.38.
 """
-from attrbench.plugin import Analysis, decompositions, layout_for, map_change, mean_of_defined, register
+from attrbench.plugin import Analysis, register
+from attrbench.plugin.internal import decompositions, layout_for, map_change, mean_of_defined
 
 # layer averages of the step series, by norm placement: BERT-base (Post-LN), GPT-2 (Pre-LN)
 PUBLISHED = {False: {"ff": 0.21, "ln": 0.27}, True: {"ff": 0.15, "ln": 0.38}}

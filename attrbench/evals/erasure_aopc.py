@@ -29,7 +29,8 @@ from collections import Counter
 
 import numpy as np
 
-from attrbench.plugin import OPERATORS, UNITS, Evaluation, Param, ceil_count, register, stratum_mean, subsets_of_size
+from attrbench.plugin import Evaluation, Param, register
+from attrbench.plugin.internal import OPERATORS, UNITS, ceil_count, stratum_mean, subsets_of_size
 
 BINS = (1, 5, 10, 20, 50)
 PERTURBATION = Param("delete", "how features are removed: delete, mask, pad, or auto (mask if the model has a mask "

@@ -5,7 +5,8 @@ with their completeness residuals and the series to draw (atb through the whole 
 record's value per example is the FF's contextualization change at the last layer (1 − Spearman
 of the maps before and after the FF), so the figure's story has a number beside it.
 """
-from attrbench.plugin import Analysis, decompositions, layout_for, map_change, register
+from attrbench.plugin import Analysis, register
+from attrbench.plugin.internal import decompositions, layout_for, map_change
 
 EXAMPLES = 2
 

@@ -47,20 +47,8 @@ the key (``attrbench.params``): the MiniLM rows keep their keys; a language mode
 the method with the parameters it has off their defaults: ``grad_l2``, ``blank_out`` (unsigned) or
 ``blank_out(signed=True)``.
 """
-from attrbench.plugin import (
-    METHODS,
-    RANKS,
-    Evaluation,
-    InputError,
-    Param,
-    UnknownPluginError,
-    expected_spearman,
-    head_kind,
-    non_special,
-    params_key,
-    register,
-    spearman,
-)
+from attrbench.plugin import METHODS, Evaluation, InputError, Param, UnknownPluginError, register, spearman
+from attrbench.plugin.internal import RANKS, expected_spearman, head_kind, non_special, params_key
 
 REFERENCES = {"sst2": "grad_l2", "sva-linzen": "blank_out", "sva-generated": "blank_out"}
 SIGNS = ("auto", "signed", "unsigned")

@@ -11,7 +11,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from attrbench.plugin import Analysis, decompositions, layout_for, register, safe_divide, visible_cells
+from attrbench.plugin import Analysis, register
+from attrbench.plugin.internal import decompositions, layout_for, safe_divide, visible_cells
 
 TOP = 10
 

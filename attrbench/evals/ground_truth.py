@@ -31,7 +31,8 @@ from math import comb
 
 import numpy as np
 
-from attrbench.plugin import UNITS, Evaluation, InputError, Param, ranked, register, word_tokens
+from attrbench.plugin import Evaluation, InputError, Param, ranked, register
+from attrbench.plugin.internal import UNITS, word_tokens
 
 METRICS = ("mrr", "pointing_game", "precision_at_k", "mass_accuracy", "above_attractors")
 

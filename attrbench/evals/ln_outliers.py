@@ -10,16 +10,14 @@ import numpy as np
 import torch
 from scipy.stats import pearsonr
 
-from attrbench.plugin import (
-    Analysis,
+from attrbench.plugin import Analysis, register, spearman
+from attrbench.plugin.internal import (
     decompositions,
     ff_output_readers,
     layout_for,
     map_change,
     mean_of_defined,
     norm_spec,
-    register,
-    spearman,
 )
 
 BOTTOM = 0.01

@@ -8,7 +8,8 @@ Published BERT-base means: 97.1 %, 85.2 %, 18.8 %.
 """
 import numpy as np
 
-from attrbench.plugin import Analysis, decompositions, register, safe_divide
+from attrbench.plugin import Analysis, register
+from attrbench.plugin.internal import decompositions, safe_divide
 
 VIEWS = {"attn_w": "ATTN-W", "attn_n": "ATTN-N", "atb": "ATTNRESLN-N"}
 PUBLISHED_BERT_BASE = {"attn_w": 0.971, "attn_n": 0.852, "atb": 0.188}

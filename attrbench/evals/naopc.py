@@ -51,16 +51,8 @@ mask where the model has a mask token; a decoder without one deletes), ``unit = 
 import math
 from itertools import combinations
 
-from attrbench.plugin import (
-    OPERATORS,
-    UNITS,
-    Evaluation,
-    Param,
-    Perturbations,
-    register,
-    stratum_mean,
-    subsets_of_size,
-)
+from attrbench.plugin import Evaluation, Param, register
+from attrbench.plugin.internal import OPERATORS, UNITS, Perturbations, stratum_mean, subsets_of_size
 
 KINDS = ("comprehensiveness", "sufficiency")
 LADDER = (1, 5, 10, 20, 50)  # Edin et al.'s beam widths

@@ -17,7 +17,8 @@ about a ranking: it has no value (``n_undefined``). Needs a dataset with rationa
 """
 import numpy as np
 
-from attrbench.plugin import Evaluation, InputError, non_special, ranked, register, word_tokens
+from attrbench.plugin import Evaluation, InputError, ranked, register
+from attrbench.plugin.internal import non_special, word_tokens
 
 
 class Plausibility(Evaluation):

@@ -45,17 +45,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from attrbench.plugin import (
-    Evaluation,
-    Example,
-    InputError,
-    Param,
-    TransformerAdapter,
-    non_special,
-    register,
-    resolve_text,
-    spearman,
-)
+from attrbench.plugin import Evaluation, Example, InputError, Param, TransformerAdapter, register, spearman
+from attrbench.plugin.internal import non_special, resolve_text
 
 LEVELS = ("top", "all")  # the blocks re-initialised with the head: the last one, every one
 OUTPUT_SIDE = ("pooler", "project_out")  # modules inside a base model that act after its last block

@@ -7,7 +7,8 @@ minus the FF output. The paper found the bypass more than twice the FF output in
 import numpy as np
 from tqdm.auto import tqdm
 
-from attrbench.plugin import Analysis, layout_for, register, safe_divide
+from attrbench.plugin import Analysis, register
+from attrbench.plugin.internal import layout_for, safe_divide
 
 
 class ResFFNorms(Analysis):

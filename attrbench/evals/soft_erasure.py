@@ -35,7 +35,8 @@ from typing import Optional
 import numpy as np
 import torch
 
-from attrbench.plugin import Evaluation, InputError, MaskedEmbeddings, Param, Readout, answer, register, special_mask
+from attrbench.plugin import Evaluation, InputError, Param, Readout, answer, register
+from attrbench.plugin.internal import MaskedEmbeddings, special_mask
 
 IMPORTANCE = ("minmax", "sigmoid", "positive")
 METRICS = {"soft_nc": True, "soft_ns": True, "soft_comprehensiveness_raw": True, "soft_sufficiency_raw": False}

@@ -4,7 +4,8 @@ Per layer, with ``y_i`` the attention block's real output and ``T_i(x_j)`` its p
 ``d_ij = ||y_i - T_i(x_j)||_1``, ``C_ij = max(0, ||y_i||_1 - d_ij) / sum_k max(0, ||y_i||_1 - d_ik)``
 (``attrbench.decompose.derived.ALTI_MAP``); ``R = C^L ··· C^1``; the explanation is the target row of R.
 """
-from attrbench.plugin import ALTI_MAP, Rollout, register
+from attrbench.plugin import Rollout, register
+from attrbench.plugin.internal import ALTI_MAP
 
 register(Rollout("alti", lambda layout: ALTI_MAP, "rollout",
                  "L1-proximity contributions of the attention block, rolled out (ALTI)",

@@ -19,21 +19,15 @@ their exact zero-baseline IG share; the paper itself covers Pre-LN decoders.
 import numpy as np
 import torch
 
-from attrbench.plugin import (
+from attrbench.plugin import InputError, Method, MethodResult, decompose, default_tolerance, no_head_reason, register
+from attrbench.plugin.internal import (
     ALTI_MAP,
     VALUE_BIAS_PARAM,
-    InputError,
-    Method,
-    MethodResult,
     check_logit,
-    decompose,
-    default_tolerance,
     head_logit,
     head_steps,
-    no_head_reason,
     no_readout_reason,
     real_logits,
-    register,
     stream_parts,
 )
 

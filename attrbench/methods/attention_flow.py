@@ -18,7 +18,8 @@ against the limit before any work.
 """
 import numpy as np
 
-from attrbench.plugin import Param, Rollout, max_flows, register
+from attrbench.plugin import Param, Rollout, register
+from attrbench.plugin.internal import max_flows
 
 
 def attention_flow(per_layer: np.ndarray, row: int) -> np.ndarray:

@@ -31,18 +31,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from attrbench.plugin import (
-    Activation,
-    GradientMethod,
-    axiom_check,
-    default_tolerance,
-    forward_hooks,
-    head_steps,
-    no_readout_reason,
-    norm_spec,
-    register,
-    stages,
-)
+from attrbench.plugin import GradientMethod, axiom_check, default_tolerance, register
+from attrbench.plugin.internal import Activation, forward_hooks, head_steps, no_readout_reason, norm_spec, stages
 
 
 class _ScaleGradient(torch.autograd.Function):

@@ -24,16 +24,8 @@ with a magnitude.
 """
 import numpy as np
 
-from attrbench.plugin import (
-    InputError,
-    Method,
-    MethodResult,
-    Param,
-    Readout,
-    no_head_reason,
-    register,
-    target_probabilities,
-)
+from attrbench.plugin import InputError, Method, MethodResult, Param, Readout, no_head_reason, register
+from attrbench.plugin.internal import target_probabilities
 
 
 class BlankOut(Method):

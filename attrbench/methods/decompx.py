@@ -18,22 +18,16 @@ Pre-LN decoders (GPT-2, OPT, LLaMA with its gated FF) run the same steps in thei
 """
 import torch
 
-from attrbench.plugin import (
+from attrbench.plugin import InputError, Method, MethodResult, Param, default_tolerance, no_head_reason, register
+from attrbench.plugin.internal import (
     ACTIVATION_RULES,
     BIAS_SPLITS,
-    InputError,
-    Method,
-    MethodResult,
-    Param,
     check_logit,
-    default_tolerance,
     head_logit,
     head_steps,
-    no_head_reason,
     no_readout_reason,
     propagate,
     real_logits,
-    register,
 )
 
 

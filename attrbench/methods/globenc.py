@@ -7,7 +7,8 @@ For Pre-LN models leaving out the FF leaves the attention block itself, so the p
 """
 import torch
 
-from attrbench.plugin import DerivedMap, Rollout, register, stages
+from attrbench.plugin import DerivedMap, Rollout, register
+from attrbench.plugin.internal import stages
 
 
 class GlobEncNorms(DerivedMap):

@@ -4,7 +4,8 @@
 with ``multiply_by_inputs=False``). The reference of the ALTI paper's SST-2 faithfulness protocol.
 """
 
-from attrbench.plugin import GradientMethod, captum_attr, register, safe_divide
+from attrbench.plugin import GradientMethod, captum_attr, register
+from attrbench.plugin.internal import safe_divide
 
 
 class GradL2(GradientMethod):

@@ -30,7 +30,8 @@ also ``meta["axiom"]``), ``segment_delta`` = sum_s |δ_s| / |F(e) - F(e')| (the 
 """
 import torch
 
-from attrbench.plugin import BASELINE_PARAM, GradientMethod, Param, axiom_check, baseline_ids, captum_attr, register
+from attrbench.plugin import GradientMethod, Param, axiom_check, captum_attr, register
+from attrbench.plugin.internal import BASELINE_PARAM, baseline_ids
 
 
 class IntegratedGradients(GradientMethod):

@@ -21,17 +21,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from attrbench.plugin import (
-    InputError,
-    Method,
-    MethodResult,
-    Param,
-    each_batch,
-    forward_hooks,
-    register,
-    rollout,
-    safe_divide,
-)
+from attrbench.plugin import InputError, Method, MethodResult, Param, each_batch, register, rollout
+from attrbench.plugin.internal import forward_hooks, safe_divide
 
 
 def _zeroing_hooks(adapter, zeroed: torch.Tensor, clean: list[torch.Tensor], corrupted: list):

@@ -37,7 +37,7 @@ def baseline_ids(adapter, input_ids: torch.Tensor, baseline: str) -> torch.Tenso
     return torch.where(special, input_ids, baseline_id)
 
 
-CAPTUM_SUPPORTED = ((0, 8), (0, 10))  # [lowest, above highest): captum_zoo.py reads some of captum's internals
+CAPTUM_SUPPORTED = ((0, 8), (0, 10))  # [lowest, above highest): captum_pool.py reads its internals
 
 
 def captum_attr():

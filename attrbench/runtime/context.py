@@ -3,7 +3,7 @@
 :class:`RunContext` owns what every job of a run shares (the driver's, or each Ray worker's):
 models by name (loaded with the run's :class:`~attrbench.runtime.options.RunOptions`, on its
 device), each dataset's examples as a model reads them, methods not in the registry (external
-attributions, a notebook's), and — as a :class:`~attrbench.plugin.Workspace` — the memoised
+attributions, a notebook's), and — as a :class:`~attrbench.plugin.internal.Workspace` — the memoised
 attributions, the per-example work and the batcher that answers model-output requests, all backed
 by the run's shared-work cache (``work.sqlite``) when the run has a folder.
 """

@@ -5,7 +5,7 @@ import pytest
 
 from attrbench.datasets.lookup import examples_for, sample
 from attrbench.errors import InputError
-from attrbench.plugin import non_special
+from attrbench.plugin.internal import non_special
 from attrbench.plugin.evaluation import EvalContext
 from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.options import RunOptions

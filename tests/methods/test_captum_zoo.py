@@ -204,9 +204,8 @@ def test_samples_made_together_are_captums_to_the_last_bit(algorithm, tokens, hi
     is bit for bit what captum's loop makes one sample at a time, on two threads, for texts whose flat embeddings
     are below (40 x 384) and above (60 x 576) the length beyond which torch splits one vector's sum over threads."""
     import captum.attr
-    from captum.attr._core.lime import default_from_interp_rep_transform
 
-    from attrbench.methods.captum_zoo import _at_once
+    from attrbench.plugin.captum_pool import captum_sampler, default_from_interp_rep_transform, samples_at_once
 
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
@@ -220,10 +219,10 @@ def test_samples_made_together_are_captums_to_the_last_bit(algorithm, tokens, hi
         if algorithm == "KernelShap":
             kwargs["num_select_distribution"] = torch.distributions.Categorical(torch.ones(tokens - 1))
         torch.manual_seed(0)
-        theirs = engine._get_perturb_generator_func(x, **kwargs)
+        theirs = captum_sampler(engine, x, **kwargs)
         theirs = [theirs() for _ in range(50)]
         torch.manual_seed(0)
-        ours, weights = _at_once(engine, 50)(x, **kwargs)
+        ours, weights = samples_at_once(engine, 50)(x, **kwargs)
         for (a, b), (c, d) in zip(theirs, ours):
             assert torch.equal(a, c) and a.dtype == c.dtype and torch.equal(b, d) and b.shape == d.shape
             assert torch.equal(b, default_from_interp_rep_transform(a, x, **kwargs))

@@ -6,17 +6,8 @@ predicted``, as ERASER and the soft-erasure paper do; on the 12 % of dev sentenc
 wrong, the gold label is a class the model does not predict); ``target = label`` explains the gold
 label instead. ``test`` has no labels: always the predicted class, as the ALTI paper did.
 """
-from attrbench.plugin import (
-    SST2_FILES,
-    Dataset,
-    Example,
-    InputError,
-    Param,
-    file_sha256,
-    model_task,
-    read_sst2,
-    register,
-)
+from attrbench.plugin import Dataset, Example, InputError, Param, register
+from attrbench.plugin.internal import SST2_FILES, file_sha256, model_task, read_sst2
 
 
 class SST2(Dataset):

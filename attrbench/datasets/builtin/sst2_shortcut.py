@@ -7,17 +7,8 @@ example is explained for the shortcut's class, and the shortcut's words are its 
 (``meta["evidence"]``, scored by the ``ground_truth`` evaluation). Any other binary sentiment classifier can read it
 too: on ``minilm-l6-sst2``, never trained with these words, it is the control.
 """
-from attrbench.plugin import (
-    SST2_FILES,
-    Dataset,
-    Example,
-    InputError,
-    evaluation_rows,
-    file_sha256,
-    model_task,
-    read_sst2,
-    register,
-)
+from attrbench.plugin import Dataset, Example, InputError, register
+from attrbench.plugin.internal import SST2_FILES, evaluation_rows, file_sha256, model_task, read_sst2
 
 
 class SST2Shortcut(Dataset):

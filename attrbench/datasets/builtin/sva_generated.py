@@ -1,6 +1,7 @@
 """Subject-verb agreement on Gulordava et al. 2018's 'colorless green' sentences (nonce words keep
 the syntax, remove the semantic cues). Read like ``sva-linzen`` (``attrbench.datasets.agreement_examples``)."""
-from attrbench.plugin import Dataset, agreement_examples, read_sva, register
+from attrbench.plugin import Dataset, register
+from attrbench.plugin.internal import agreement_examples, read_sva
 
 
 class SVAGenerated(Dataset):

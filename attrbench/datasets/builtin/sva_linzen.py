@@ -4,7 +4,8 @@ A verb-number probe (``minilm-l6-sva``) is evaluated on its held-out 15 % (the s
 split it was trained with: ``train``, ``val``, ``test``); a masked or causal LM reads the whole file
 (see ``attrbench.datasets.agreement_examples``).
 """
-from attrbench.plugin import Dataset, InputError, agreement_examples, model_task, read_sva, register, sva_split
+from attrbench.plugin import Dataset, InputError, register
+from attrbench.plugin.internal import agreement_examples, model_task, read_sva, sva_split
 
 
 class SVALinzen(Dataset):
