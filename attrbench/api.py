@@ -35,6 +35,7 @@ from .report.documents import progress_line, write_report
 from .report.plot import save_figure, scores_figure
 from .report.tables import report_tables, table_title
 from .runtime import pipeline
+from .runtime import records as run_records
 from .runtime.config import read_config, validate_config
 from .runtime.store import is_run_folder
 from .runtime.options import RunOptions
@@ -420,7 +421,7 @@ def load_run(run_dir: str | Path) -> RunResults:
 
     >>> r = attrbench.load_run("reports/default"); r.results.to_parquet("results.parquet")
     """
-    records, meta = pipeline.collect(run_dir)
+    records, meta = run_records.collect(run_dir)
     return RunResults(Path(run_dir), records, meta)
 
 

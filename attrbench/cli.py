@@ -27,7 +27,8 @@ from .report.plot import plot_maps
 from .runtime.config import read_config
 from .runtime.executors import LocalExecutor, RayExecutor
 from .runtime.options import DTYPES, RunOptions
-from .runtime.pipeline import costs_kind, evaluate, run_leaderboard, score_attributions
+from .runtime.pipeline import evaluate, run_leaderboard, score_attributions
+from .runtime.records import costs_kind
 from .runtime.provenance import provenance, table, write_results
 
 # not results.parquet: that name is a compactly published folder's rows (runtime.store.COMPACT)

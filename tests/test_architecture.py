@@ -90,6 +90,43 @@ def test_no_import_cycles():
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
 
 
+# The packages in their layers, lowest first: a module imports only from its own package and from lower layers.
+# The plugin folders share a layer and import none of each other.
+LAYERS = [("_version",), ("errors",), ("params",), ("registry",), ("ops",), ("datasets",), ("models",), ("decompose",),
+          ("plugin",), ("methods", "evals", "datasets.builtin"), ("runtime",), ("report",), ("api",), ("cli",),
+          ("attrbench",)]
+
+
+def package_of(module: str) -> str:
+    """The package of a module as LAYERS names it: its first folder under attrbench, ``datasets.builtin`` apart."""
+    parts = module.split(".")[1:]
+    if parts[:2] == ["datasets", "builtin"]:
+        return "datasets.builtin"
+    return parts[0] if parts else "attrbench"
+
+
+def layering_offenders(edges: dict[str, set[str]]) -> list[str]:
+    rank = {package: k for k, layer in enumerate(LAYERS) for package in layer}
+    offenders = []
+    for module, targets in sorted(edges.items()):
+        own = package_of(module)
+        for target in sorted(targets):
+            other = package_of(target)
+            if other != own and rank[other] >= rank[own]:
+                offenders.append(f"{module} ({own}) imports {target} ({other})")
+    return offenders
+
+
+def test_packages_import_only_from_lower_layers():
+    """The layering docs/architecture.md names holds at the package level, so no two packages import each other."""
+    edges = graph()
+    assert {package_of(m) for m in edges} == {p for layer in LAYERS for p in layer}, "a package is not in LAYERS"
+    offenders = layering_offenders(edges)
+    assert not offenders, "imports against the layering:\n" + "\n".join(offenders)
+    edges["attrbench.ops.stats"] = edges["attrbench.ops.stats"] | {"attrbench.decompose.layout"}  # it can fail
+    assert layering_offenders(edges) == ["attrbench.ops.stats (ops) imports attrbench.decompose.layout (decompose)"]
+
+
 def test_graph_sees_function_local_imports_and_cycles():
     """The cycle test can fail: function-local imports are edges, and a back edge makes a cycle."""
     edges = graph()

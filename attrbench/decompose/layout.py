@@ -13,8 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 
 @dataclass(frozen=True)
 class Layout:
@@ -105,7 +103,3 @@ def ff_output_readers(adapter) -> list:
             for spec, after in zip(adapter.layers, following)]
 
 
-def visible_cells(n: int, causal: bool) -> np.ndarray:
-    """(n, n) mask of the cells a map can have: the lower triangle (j <= i) for a causal model, else all."""
-    everything = np.ones((n, n), dtype=bool)
-    return np.tril(everything) if causal else everything

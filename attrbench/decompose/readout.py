@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..errors import CompletenessError
-from ..models.adapter import pad_ids
+from ..ops.tokens import pad_ids
 from ..models.heads import Activation, HeadStep
 from ..models.spec import Linear, NormSpec
 from . import stages

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError, ModelLoadError
+from ..ops.tokens import pad_ids  # noqa: F401  (models.adapter.pad_ids: where readers have found it)
 from .architectures import ARCHITECTURES, architecture_of, final_norm_of, no_reader_reason
 from .generic import check_readable, find_blocks, is_causal
 from .spec import LayerSpec
@@ -66,18 +67,6 @@ class LayerCapture:
 def state_dict_hash(model: nn.Module) -> str:
     """sha256 of a model's weights as float32 (``training.lora.state_hash``): the identity of weights in memory."""
     return state_hash({k: v.detach().to(torch.float32).cpu().numpy() for k, v in model.state_dict().items()})
-
-
-def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int,
-            device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-pad token-id sequences into (input_ids, attention_mask) on ``device``."""
-    n = max(len(s) for s in sequences)
-    input_ids = torch.full((len(sequences), n), pad_id, dtype=torch.long, device=device)
-    mask = torch.zeros((len(sequences), n), dtype=torch.long, device=device)
-    for b, seq in enumerate(sequences):
-        input_ids[b, :len(seq)] = torch.as_tensor(list(seq), dtype=torch.long, device=device)
-        mask[b, :len(seq)] = 1
-    return input_ids, mask
 
 
 def _first(value):

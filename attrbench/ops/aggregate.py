@@ -6,6 +6,12 @@ import numpy as np
 from .numeric import safe_divide
 
 
+def visible_cells(n: int, causal: bool) -> np.ndarray:
+    """(n, n) mask of the cells a map can have: the lower triangle (j <= i) for a causal model, else all."""
+    everything = np.ones((n, n), dtype=bool)
+    return np.tril(everything) if causal else everything
+
+
 def row_normalise(maps: np.ndarray) -> np.ndarray:
     """Divide each row by its sum (rows of zeros stay zero): (..., n, n)."""
     return safe_divide(maps, maps.sum(-1, keepdims=True)).astype(maps.dtype, copy=False)

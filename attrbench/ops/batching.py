@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from ..models.adapter import pad_ids
+from .tokens import pad_ids
 from .perturb import Forward, MaskedEmbeddings, masked_probabilities, read
 
 

@@ -30,7 +30,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
-from ..models.adapter import pad_ids
+from .tokens import pad_ids
 from .targets import ResolvedTarget, explained_row
 from .tokens import non_special, ranked
 

@@ -23,7 +23,7 @@ import numpy as np
 from scipy import stats as sst
 from scipy.stats import rankdata, spearmanr
 
-from ..decompose.layout import visible_cells
+from .aggregate import visible_cells
 from ..errors import InputError
 
 RANKS = ("scipy", "dense")

@@ -9,6 +9,7 @@ import re
 from typing import Sequence
 
 import numpy as np
+import torch
 
 from ..errors import InputError
 
@@ -42,3 +43,15 @@ def word_tokens(adapter, text: str, words: Sequence[int]) -> np.ndarray:
     special = special_mask(adapter, encoded["input_ids"])
     return np.array([not sp and end > start and any(start < b and end > a for a, b in marked)
                      for (start, end), sp in zip(encoded["offset_mapping"], special)], dtype=bool)
+
+
+def pad_ids(sequences: Sequence[Sequence[int]], pad_id: int,
+            device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-pad token-id sequences into (input_ids, attention_mask) on ``device``."""
+    n = max(len(s) for s in sequences)
+    input_ids = torch.full((len(sequences), n), pad_id, dtype=torch.long, device=device)
+    mask = torch.zeros((len(sequences), n), dtype=torch.long, device=device)
+    for b, seq in enumerate(sequences):
+        input_ids[b, :len(seq)] = torch.as_tensor(list(seq), dtype=torch.long, device=device)
+        mask[b, :len(seq)] = 1
+    return input_ids, mask

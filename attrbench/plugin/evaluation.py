@@ -45,6 +45,7 @@ from ..models.architectures import no_reader_reason
 from ..ops.batching import Batcher
 from ..ops.measure import timed
 from ..ops.perturb import Perturbations
+from ..ops.records import make_record
 from ..ops.stats import summary
 from ..ops.targets import ResolvedTarget, resolve_text
 from ..ops.verdicts import FLOOR
@@ -54,7 +55,6 @@ from .method import Method, MethodResult
 # The Monte-Carlo draws of a floor that is not exact. A constant, not a parameter: parameters are part of every row's
 # key; this is part of the floor rows' key only (``Evaluation.floor_key``), so changing it recomputes those alone.
 FLOOR_DRAWS = 100
-FLOOR_METHOD = FLOOR  # the floor's name in the records (method family "baseline"), one name with the verdicts'
 
 
 class Workspace:
@@ -382,7 +382,7 @@ class Evaluation(Configurable):
         summarised as a method would be, which is right for a metric linear in the payload's fields (an
         expectation of the field is the expectation of the metric), with each metric's ``mc_se`` read from the
         payloads. A nonlinear metric overrides this and averages the metric over the draws instead."""
-        out = self.summarise({FLOOR_METHOD: floor}, shared)[FLOOR_METHOD]
+        out = self.summarise({FLOOR: floor}, shared)[FLOOR]
         for metric, entry in out.items():
             entry["mc_se"] = [None if p is None or v is None else float((p.get("mc_se") or {}).get(metric, 0.0))
                               for p, v in zip(floor, entry["values"])]
@@ -421,13 +421,10 @@ class Evaluation(Configurable):
         ``example_ids``, so records of several shards merge exactly (:meth:`merge`). ``method`` is
         the scored method (its parameters are recorded) or a label ("-" for the model itself).
         """
-        values = [None if v is None else float(v) for v in values]
         scored = {"method": method.name, "method_params": method.get_params()} if isinstance(method, Method) else {
             "method": method or "-"}
-        direction = {"higher_is_better": self.higher_is_better[metric]} if metric in self.higher_is_better else {}
-        return {"model": adapter.name, **scored, "eval": self.name, "eval_params": self.get_params(),
-                "dataset": context.dataset, "metric": metric, **summary(values), "seed": context.seed,
-                "example_ids": [e.id for e in examples], "values": values, **direction, **context.notes, **extra}
+        return make_record(adapter.name, scored, self.name, self.get_params(), context.dataset, metric, values,
+                           context.seed, [e.id for e in examples], self.higher_is_better, context.notes, **extra)
 
     def merge(self, shards: Sequence[dict]) -> dict:
         """One record from the same record of several example shards (in shard order)."""

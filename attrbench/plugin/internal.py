@@ -9,13 +9,12 @@ from ..datasets.readers import SST2_FILES, SVA_FILES, read_sst2, read_sva
 from ..datasets.shortcuts import evaluation_rows
 from ..decompose import FF_ATTRIBUTIONS, VALUE_BIAS, ChunkView, ff_output_readers, layout_for, propagate, stages
 from ..decompose.derived import ALTI_MAP
-from ..decompose.layout import visible_cells
 from ..decompose.readout import check_logit, head_logit, real_logits, stream_parts
 from ..decompose.stages import ACTIVATION_RULES, BIAS_SPLITS
 from ..models.adapter import forward_hooks
 from ..models.architectures import norm_spec
 from ..models.heads import Activation, head_steps, no_readout_reason
-from ..ops.aggregate import row_normalise, with_identity
+from ..ops.aggregate import row_normalise, visible_cells, with_identity
 from ..ops.floors import expected_spearman, stratum_mean, subsets_of_size
 from ..ops.hashing import file_sha256
 from ..ops.maxflow import max_flows
@@ -27,13 +26,13 @@ from ..ops.targets import head_kind, resolve_text
 from ..ops.tokens import non_special, special_mask, word_tokens
 from ..params import params_key
 from .captum_pool import Pooled, answer_pooled, noise_draw, pool_sampler
-from .evaluation import FLOOR_DRAWS, FLOOR_METHOD, ExampleWork, Workspace, decompositions
+from .evaluation import FLOOR_DRAWS, ExampleWork, Workspace, decompositions
 from ..registry import Registry
 from .gradient import BASELINE_PARAM, BASELINES, baseline_ids
 from .method import AXIOMS, FF_PARAMS, VALUE_BIAS_PARAM
 
 __all__ = [
-    "Workspace", "ExampleWork", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS", "FLOOR_METHOD",
+    "Workspace", "ExampleWork", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS",
     "AXIOMS", "BASELINE_PARAM", "BASELINES", "baseline_ids", "Registry", "decompositions", "ChunkView", "ALTI_MAP",
     "stages", "propagate", "layout_for", "ff_output_readers", "visible_cells", "VALUE_BIAS", "FF_ATTRIBUTIONS",
     "check_logit", "head_logit", "real_logits", "stream_parts", "ACTIVATION_RULES", "BIAS_SPLITS", "forward_hooks",

@@ -51,7 +51,7 @@ from ..ops.verdicts import (
     provisional,
 )
 from ..registry import EVALS
-from ..runtime.pipeline import suite_dataset
+from ..runtime.records import suite_dataset
 
 ROUNDING = 1e-5  # an AOPC passing an exact bound by at most this is float32 rounding of the same outputs
 CI_NOTE = f"values are mean [{LEVEL:.0%} CI] over examples (Student t, clipped to the metric's possible range)"

@@ -2,10 +2,10 @@
 
 context (models, examples, shared work) → suites planned (every pairing, parameter and target
 checked before any work) → the jobs that compute missing rows → execution (local or Ray, within a
-time budget) → rows in a store → records with intervals. ``eval``, ``score`` and the API run it on
-an in-memory store; :func:`run_leaderboard` on a run folder's store (``store.sqlite``) and shared-work
-cache (``work.sqlite``), so a rerun computes only missing rows and a killed run resumes with nothing
-lost or duplicated.
+time budget) → rows in a store → records with intervals (read back by ``attrbench.runtime.records``).
+``eval``, ``score`` and the API run it on an in-memory store; :func:`run_leaderboard` on a run folder's store
+(``store.sqlite``) and shared-work cache (``work.sqlite``), so a rerun computes only missing rows and a killed run
+resumes with nothing lost or duplicated.
 
 **Anytime runs.** Every suite's examples are taken in a seeded random order and computed in shards;
 shards are taken round-robin across suites, so all cells grow together, and no new shard starts once
@@ -26,8 +26,7 @@ from tqdm.auto import tqdm
 from ..errors import InputError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
-from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, summary, with_intervals
-from ..plugin.evaluation import FLOOR_METHOD
+from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, with_intervals
 from ..plugin.method import Method
 from ..registry import EVALS
 from .config import parse_budget
@@ -37,7 +36,8 @@ from .external import Precomputed, read_attributions
 from .options import DEFAULT_SHARD_SIZE, RunOptions
 from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
-from .store import COMPACT, SHARED, Store, StoreError, row_key, run_store, writer_lock
+from .records import costs_kind, metric_bounds, records_of
+from .store import COMPACT, SHARED, Store, StoreError, run_store, writer_lock
 
 
 class Pipeline:
@@ -270,7 +270,7 @@ def _round_robin(per_suite: list[list[Job]]) -> Iterator[list[Job]]:
         yield [jobs[k] for jobs in per_suite if k < len(jobs)]
 
 
-# -- collecting records from rows ---------------------------------------------------------------
+# -- a suite as stored, for reading its rows back (attrbench.runtime.records) -------------------
 def describe(plan: SuitePlan) -> dict:
     """What :func:`records_of` needs to read a suite's rows back without loading its model (kept in the
     store's metadata): the row keys' parts, the examples in sampling order, every cell (with its floor's row key
@@ -287,105 +287,6 @@ def describe(plan: SuitePlan) -> dict:
                                      for m in methods]} for e, methods in plan.scoring],
             "analyses": [{"eval": e.name, "eval_params": e.get_params(), "key": plan.analysis_key(e)}
                          for e in plan.analyses]}
-
-
-def records_of(suite: dict, store: Store) -> list[dict]:
-    """A suite's records (without intervals) from its stored rows: each scoring evaluation's payloads
-    summarised over the examples it has been computed on, its random floor's (:func:`floor_records`), and each
-    analysis's records."""
-    def key(eval_key: str, method_key: str, example_id: str, tag: str) -> str:
-        return row_key(suite["weights"], suite["dtype"], suite["dataset"], suite["split"], eval_key, method_key,
-                       example_id, tag)
-
-    records = []
-    for cell in suite["scoring"]:
-        evaluation = EVALS.get(cell["eval"]).with_params(**cell["eval_params"])
-        examples = suite["examples"][:cell["n"]]
-        shared_keys = [key(cell["eval_key"], SHARED, i, tag) for i, tag in examples]
-        shared_rows = store.get(shared_keys)
-        covered = [k for k, key in enumerate(shared_keys) if key in shared_rows]
-        if not covered:
-            continue
-        method_keys = {m["key"]: [key(cell["eval_key"], m["key"], examples[k][0], examples[k][1])
-                                  for k in covered] for m in cell["methods"]}
-        rows = store.get([key for keys in method_keys.values() for key in keys])
-        scored = {key: [rows.get(k) for k in keys] for key, keys in method_keys.items()}
-        shared = [shared_rows[shared_keys[k]] for k in covered]
-        summaries = evaluation.summarise(scored, shared)
-        for method in cell["methods"]:
-            present = [j for j, k in enumerate(method_keys[method["key"]]) if k in rows]
-            if not present:
-                continue
-            for metric, entry in summaries[method["key"]].items():
-                values = [entry["values"][j] for j in present]
-                values = [None if v is None else float(v) for v in values]
-                extra = {k: ([v[j] for j in present] if isinstance(v, list) and len(v) == len(covered) else v)
-                         for k, v in entry.items() if k != "values"}
-                records.append({
-                    "model": suite["model"], "method": method["name"], "method_params": method["params"],
-                    "method_family": method["family"], "eval": cell["eval"], "eval_params": cell["eval_params"],
-                    "dataset": suite["dataset"], "metric": metric, **summary(values), "seed": suite["seed"],
-                    "example_ids": [examples[covered[j]][0] for j in present], "values": values,
-                    **({"higher_is_better": evaluation.higher_is_better[metric]}
-                       if metric in evaluation.higher_is_better else {}),
-                    **suite["notes"], "sample_size": len(present), "planned_n": cell["n"], **extra})
-        records += floor_records(suite, cell, evaluation, store, covered, scored, shared, key)
-    analysis_rows = store.get([a["key"] for a in suite["analyses"]])
-    for analysis in suite["analyses"]:
-        if analysis["key"] in analysis_rows:
-            records += analysis_rows[analysis["key"]]["records"]
-    label = suite_dataset(suite)
-    return records if label == suite["dataset"] else [{**r, "dataset": label} for r in records]
-
-
-def metric_bounds(records: Sequence[dict]) -> dict[tuple[str, str], tuple]:
-    """Each (evaluation, metric) of ``records`` whose evaluation declares the metric's range (``bounds``)."""
-    out = {}
-    for name in dict.fromkeys(r["eval"] for r in records if "eval" in r):
-        for metric, bounds in EVALS.get(name).bounds.items():
-            out[(name, metric)] = bounds
-    return out
-
-
-def suite_dataset(suite: dict) -> str:
-    """How a stored suite's dataset is named in its records and report: the dataset, with its split where a config
-    named one (a model may be scored on two splits of a dataset, e.g. published and held-out items)."""
-    return f"{suite['dataset']}:{suite['split']}" if suite.get("split") else suite["dataset"]
-
-
-def floor_records(suite: dict, cell: dict, evaluation, store: Store, covered: list[int], scored: dict,
-                  shared: list, key: Callable[..., str]) -> list[dict]:
-    """The records of a cell's random floor (``method = "random_floor"``, family ``baseline``), on the examples
-    that have a floor row: per metric the per-example ``values`` and ``mc_se`` and the ``floor`` description,
-    else the fields of a method's record. Read for every evaluation that declares a floor, so floor rows added to
-    a folder whose stored plan predates floors are read too (``cell["floor"]`` names the key where given)."""
-    if not evaluation.has_floor:
-        return []
-    floor_key = (cell.get("floor") or {}).get("key", evaluation.floor_key)
-    planned = (cell.get("floor") or {}).get("n", cell["n"])  # a config's floor_n: the first examples only
-    examples = suite["examples"][:cell["n"]]
-    keys = [key(cell["eval_key"], floor_key, examples[k][0], examples[k][1]) if k < planned else None
-            for k in covered]
-    rows = store.get([k for k in keys if k is not None])
-    present = [j for j, k in enumerate(keys) if k in rows]
-    if not present:
-        return []
-    summaries = evaluation.summarise_floor([rows.get(k) for k in keys], shared, scored)
-    records = []
-    for metric, entry in summaries.items():
-        if (cell.get("floor") or {}).get("draws") is not None:  # the draws its rows were computed with
-            entry["floor"] = {**entry.get("floor", {}), "draws": cell["floor"]["draws"]}
-        values = [None if entry["values"][j] is None else float(entry["values"][j]) for j in present]
-        extra = {k: ([v[j] for j in present] if isinstance(v, list) and len(v) == len(covered) else v)
-                 for k, v in entry.items() if k != "values"}
-        records.append({
-            "model": suite["model"], "method": FLOOR_METHOD, "method_params": {}, "method_family": "baseline",
-            "eval": cell["eval"], "eval_params": cell["eval_params"], "dataset": suite["dataset"], "metric": metric,
-            **summary(values), "seed": suite["seed"], "example_ids": [examples[covered[j]][0] for j in present],
-            "values": values, **({"higher_is_better": evaluation.higher_is_better[metric]}
-                                 if metric in evaluation.higher_is_better else {}),
-            **suite["notes"], "sample_size": len(present), "planned_n": planned, **extra})
-    return records
 
 
 # -- leaderboard runs: a config into a run folder ----------------------------------------------
@@ -515,43 +416,11 @@ def _check_weights(store: Store, models: dict, run_dir: Path) -> None:
                              f"{now['weights_sha256'][:12]}…; use a new folder (--out) for these weights")
 
 
-def costs_kind(meta: dict) -> str:
-    """The kind of device a folder's costs (timing rows, CPU or GPU hours, the cost per example that prices the
-    rest) were measured on, from its metadata. Folders from before ``device_kind`` was stored ran on their stored
-    options' device."""
-    return meta.get("device_kind") or device_kind((meta.get("options") or {}).get("device", "cpu"))
-
-
 def _costs_device(store: Store) -> Optional[str]:
     """A folder's ``costs_kind``, None for a new folder: a run on another kind would mix them unmarked."""
     if store.meta("device_kind") is None and not store.count():
         return None
     return costs_kind({key: store.meta(key) for key in ("device_kind", "options")})
-
-
-META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",
-             "last_run", "runs", "cpu_hours", "example_costs", "extended_from")
-
-
-def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
-    """The records of a run (with intervals) and its metadata, read from its store only (no model is loaded)."""
-    path = run_store(run_dir, cache_dir())
-    if path is None:
-        raise InputError(f"{run_dir} is not a run folder (no store.sqlite or {COMPACT}); run `attrbench run` first")
-    store = Store(path, readonly=True)
-    try:
-        meta = {k: store.meta(k) for k in META_KEYS}
-        if meta["config"] is None or meta["plan"] is None:
-            raise StoreError(f"{path} has no run metadata; it was not written by `attrbench run`")
-        records = [r for suite in meta["plan"] for r in records_of(suite, store)]
-    finally:
-        store.close()
-    if not records:
-        raise StoreError(f"run {run_dir} has no results yet; rerun `attrbench run` (with a larger --budget) to "
-                         "compute some")
-    config = meta["config"]
-    return with_intervals(records, config["seed"], config.get("bootstrap_resamples", RESAMPLES),
-                          metric_bounds(records)), meta
 
 
 # -- eval and score: one sample, results in memory ---------------------------------------------

@@ -19,7 +19,8 @@ from attrbench.registry import EVALS
 from attrbench.runtime.config import read_config
 from attrbench.runtime.context import RunContext
 from attrbench.runtime.external import Precomputed
-from attrbench.runtime.pipeline import collect, evaluate, run_leaderboard
+from attrbench.runtime.pipeline import evaluate, run_leaderboard
+from attrbench.runtime.records import collect
 
 PAIRS = [  # (good, bad, what a causal LM makes of it, what a masked LM makes of it)
     ("the keys to the cabinet are on the table .", "the keys to the cabinet is on the table .", "ok", "ok"),

@@ -15,7 +15,7 @@ import numpy as np
 
 from attrbench.ops.stats import RESAMPLES
 from attrbench.registry import EVALS
-from attrbench.runtime.pipeline import collect
+from attrbench.runtime.records import collect
 from tests.report import referee
 
 FLOOR = referee.FLOOR

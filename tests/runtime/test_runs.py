@@ -28,7 +28,8 @@ from attrbench.report.documents import progress_line
 from attrbench.runtime.config import ConfigError, parse_budget, read_config
 from attrbench.runtime.executors import LocalExecutor
 from attrbench.runtime.options import RunOptions
-from attrbench.runtime.pipeline import collect, evaluate, plan_config, run_leaderboard
+from attrbench.runtime.pipeline import evaluate, plan_config, run_leaderboard
+from attrbench.runtime.records import collect
 from attrbench.runtime.store import COMPACT, Store, StoreError, export_compact, run_store
 from tests.conftest import has_real_weights, payload_parts
 

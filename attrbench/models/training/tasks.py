@@ -44,7 +44,7 @@ from ...datasets.shortcuts import PAIR, SINGLE, VARIANTS, evaluation_rows, plant
 from ...errors import InputError, ModelLoadError
 from ...ops.environment import library_versions
 from ...ops.hashing import file_sha256
-from ..adapter import pad_ids
+from ...ops.tokens import pad_ids
 from ..tiny import TINY_MODELS, build_tiny
 from ..zoo import ZOO, cache_dir, model_folder
 from .lora import apply_adapter, extract_adapter, load_adapter, save_adapter, state_hash
