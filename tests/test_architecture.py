@@ -12,8 +12,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "attrbench"
-PLUGIN_FOLDERS = ("methods", "evals", "datasets/builtin")
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "attrbench"
+# where each part of the package lives: the built-in methods and evaluations at the top level (pyproject's package-dir)
+SOURCES = {"attrbench.methods": ROOT / "methods", "attrbench.evals": ROOT / "evals", "attrbench": PACKAGE}
+PLUGIN_FOLDERS = (ROOT / "methods", ROOT / "evals", PACKAGE / "datasets" / "builtin")
 # third-party packages a module may import inside a function: optional, or heavy to import when unused
 HEAVY = {"captum", "shap", "numba", "ray", "yaml", "networkx", "sklearn", "peft", "datasets", "nbclient",
          "nbformat", "IPython", "pyarrow", "scikit_posthocs", "baycomp", "statsmodels"}
@@ -26,11 +29,14 @@ HEAVY_INTERNAL = {"attrbench.decompose.shapley.fused", "attrbench.ops.dinic"}  #
 
 
 def module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    for name, folder in SOURCES.items():
+        if path.is_relative_to(folder):
+            parts = (*name.split("."), *path.relative_to(folder).with_suffix("").parts)
+            return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+    raise ValueError(f"{path} is in no source folder")
 
 
-MODULES = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+MODULES = {module_name(p): p for folder in SOURCES.values() for p in folder.rglob("*.py")}
 
 
 def imports(path: Path):
@@ -139,10 +145,10 @@ def test_graph_sees_function_local_imports_and_cycles():
 def test_plugins_import_only_the_plugin_surface():
     offenders = []
     for folder in PLUGIN_FOLDERS:
-        for path in (PACKAGE / folder).glob("*.py"):
+        for path in folder.glob("*.py"):
             for node, target, _ in imports(path):
                 if target.startswith("attrbench") and target not in SURFACE:
-                    offenders.append(f"{path.relative_to(PACKAGE)}:{node.lineno} imports {target}")
+                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {target}")
     assert not offenders, "plugins must import from attrbench.plugin (and .internal) only:\n" + "\n".join(offenders)
 
 
@@ -162,13 +168,12 @@ def test_captums_private_api_is_read_in_one_module():
     """captum's internals (private attributes and modules, a kernel's closure) are used only by
     ``attrbench/plugin/captum_pool.py``, which names the captum releases it was checked on."""
     offenders = []
-    for path in [*PACKAGE.rglob("*.py"), *(PACKAGE.parent / "tests").rglob("*.py"),
-                 *(PACKAGE.parent / "benchmarks").rglob("*.py")]:
+    for path in [*MODULES.values(), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]:
         if path == PACKAGE / "plugin" / "captum_pool.py" or path == Path(__file__).resolve():
             continue
         for number, line in enumerate(path.read_text().split("\n"), 1):
             if CAPTUM_PRIVATE.search(line):
-                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{number} {line.strip()}")
+                offenders.append(f"{path.relative_to(ROOT)}:{number} {line.strip()}")
     assert not offenders, "captum's private API outside attrbench/plugin/captum_pool.py:\n" + "\n".join(offenders)
     assert CAPTUM_PRIVATE.search((PACKAGE / "plugin" / "captum_pool.py").read_text())  # the pattern finds them
 
@@ -201,10 +206,10 @@ def test_listing_methods_imports_no_heavy_library():
 
 
 def test_a_method_is_one_file(tmp_path, monkeypatch):
-    """A module dropped into attrbench/methods is found by name with nothing else edited."""
+    """A module dropped into methods/ is found by name with nothing else edited."""
     from attrbench.plugin import METHODS
 
-    path = PACKAGE / "methods" / "zz_probe_method.py"
+    path = ROOT / "methods" / "zz_probe_method.py"
     path.write_text("from attrbench.plugin import Rollout, register\n\n"
                     "register(Rollout('zz_probe_method', lambda layout: 'attn_w', 'rollout', 'a test probe', '-', "
                     "identity=True, uses_values=False))\n")
@@ -219,7 +224,7 @@ def test_a_method_is_one_file(tmp_path, monkeypatch):
 def test_the_report_names_no_evaluation():
     """Evaluations declare their report parts (figures, cost columns, cost metrics, metric names): the report code
     reads those declarations and never an evaluation by name, so a plugin evaluation is reported as a built-in is."""
-    names = [path.stem for path in (PACKAGE / "evals").glob("*.py") if path.stem != "__init__"]
+    names = [path.stem for path in (ROOT / "evals").glob("*.py") if path.stem != "__init__"]
     assert "timing" in names and "naopc" in names
     for path in (PACKAGE / "report").glob("*.py"):
         strings = {node.value for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Constant)

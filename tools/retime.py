@@ -4,7 +4,7 @@
     attrbench run full --out attrbench-runs --budget 5m    # recomputes and times only those attributions first
 
 A row's key names a method and its parameters, not its code, and a reused attribution keeps the cost measured
-when it was computed (``attrbench/evals/timing.py``). So after a method is made faster without changing its
+when it was computed (``evals/timing.py``). So after a method is made faster without changing its
 scores (its tests against the reference must say so first), the run's timing rows still show the old cost. This
 deletes the method's timing rows from the store and its attributions from the shared-work cache; its other rows
 stay, since its scores are unchanged. The next run of the same config computes those attributions again (the
