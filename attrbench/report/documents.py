@@ -12,7 +12,6 @@ papers are shown beside ours where they exist, marked as from their (different) 
 """
 from __future__ import annotations
 
-import base64
 import html
 import json
 from collections import Counter
@@ -27,7 +26,7 @@ from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import ALIAS_TOLERANCE, ALPHA, FLOOR, best_frequency, format_p
 from ..registry import EVALS
-from ..runtime.pipeline import collect, costs_kind, suite_dataset
+from ..runtime.records import collect, costs_kind, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures, scorecard_figure, verdicts
@@ -903,9 +902,8 @@ def _write_markdown(run_dir, title, header, found, explain, summary, appendix, c
 
 
 def _write_html(run_dir, title, header, found, explain, summary, appendix, card=None) -> None:
-    def figure(caption, path):
-        data = base64.b64encode(path.read_bytes()).decode()
-        return (f"<figure><img alt=\"{html.escape(caption)}\" src=\"data:image/png;base64,{data}\">"
+    def figure(caption, path):  # linked beside the page, not embedded: the PNGs in figures/ are the one copy
+        return (f"<figure><img alt=\"{html.escape(caption)}\" src=\"figures/{html.escape(path.name)}\">"
                 f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
     def extras(extra):

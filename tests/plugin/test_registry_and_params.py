@@ -14,7 +14,8 @@ from attrbench.plugin.evaluation import Evaluation
 from attrbench.registry import EVALS, METHODS
 from attrbench.report import write_report
 from attrbench.runtime.config import validate_config
-from attrbench.runtime.pipeline import collect, plan_config, run_leaderboard
+from attrbench.runtime.pipeline import plan_config, run_leaderboard
+from attrbench.runtime.records import collect
 
 
 class PeakShare(Evaluation):
@@ -56,7 +57,7 @@ def test_a_plugin_evaluation_gets_its_table_and_figure(peak_share, tmp_path):
     assert "| group | method | family | peak_share ↓ | n |" in md
     figure = tmp_path / "run" / "figures" / "tiny-gpt2-sva-generated-peak_share.png"
     assert figure.read_bytes()[:4] == b"\x89PNG" and f"(figures/{figure.name})" in md
-    assert 'alt="tiny-gpt2 · sva-generated · peak_share" src="data:image/png;base64,' in page
+    assert f'alt="tiny-gpt2 · sva-generated · peak_share" src="figures/{figure.name}"' in page
     assert "NaN" not in md and "NaN" not in page
 
 

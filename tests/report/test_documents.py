@@ -36,9 +36,12 @@ def browser_or_skip() -> str:
     return browser
 
 
-def render(browser: str, page: str, tmp_path, script: str, size: str = "1280,2000") -> str:
-    """The DOM of ``page`` after ``script`` ran on load, in headless Chromium in a window of ``size`` px."""
+def render(browser: str, page: str, tmp_path, script: str, size: str = "1280,2000", figures=None) -> str:
+    """The DOM of ``page`` after ``script`` ran on load, in headless Chromium in a window of ``size`` px; the page
+    links its figures (``figures/NAME.png``), so ``figures`` is the folder they are read from."""
     probe = tmp_path / "probe.html"
+    if figures is not None and not (tmp_path / "figures").exists():
+        (tmp_path / "figures").symlink_to(figures, target_is_directory=True)
     probe.write_text(page.replace("</body>", f"<script>window.addEventListener('load', () => {{{script}}});"
                                   "</script></body>"))
     return subprocess.run([browser, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
@@ -57,7 +60,10 @@ def test_report_renders_in_headless_chromium(tmp_path):
     paths = write_report(tmp_path / "run")
     assert (tmp_path / "run" / "store.sqlite").read_bytes() == store_bytes  # the report reads the store, never writes
     page = paths["html"].read_text()
-    assert "http://" not in page and "https://" not in page  # self-contained
+    assert "http://" not in page and "https://" not in page  # nothing from the network
+    linked = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert linked and all(src.startswith("figures/") and (tmp_path / "run" / src).is_file() for src in linked)
+    assert "base64" not in page  # the figures are linked, not a second copy inside the page
     script = ("const im = [...document.images]; const b = document.body.dataset;"
               "b.decoded = im.filter(i => i.complete && i.naturalWidth > 0).length;"
               "b.shrunk = im.filter(i => (i.alt.includes('example_maps') || i.alt.includes('vs cost')) "
@@ -70,7 +76,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
               "b.glance = f.map(e => e.querySelector('img').alt.includes('vs cost') ? 'cost' : 'verdicts').join(',');"
               "b.rows = new Set(f.map(e => Math.round(e.getBoundingClientRect().top))).size;"
               "b.bottom = Math.max(...f.map(e => e.getBoundingClientRect().bottom)) - top;")
-    dom = render(browser, page, tmp_path, script)
+    dom = render(browser, page, tmp_path, script, figures=tmp_path / "run" / "figures")
     assert f'data-decoded="{paths["figures"]}"' in dom and paths["figures"] >= 10
     assert 'data-shrunk="0"' in dom  # heatmaps and the Pareto figure show at their own size
     assert 'data-overflow="0"' in dom  # nothing scrolls sideways at 1280 px
@@ -81,7 +87,8 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert float(re.search(r'data-bottom="([\d.]+)"', dom)[1]) < 900
     top = float(re.search(r'data-cdtop="([\d.]+)"', dom)[1])
     assert top < 2000  # the first suite's verdicts are on the first screen, right after the findings
-    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900"))
+    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900",
+                                                      figures=tmp_path / "run" / "figures"))
     assert first == "scorecard" and top < 600 and heads.startswith("What to use@") and overflow == 0, (first, heads)
     for title in ("faithfulness_corr", "erasure_aopc", "naopc", "mixing_ratio", "context_change", "example_maps"):
         assert f"tiny-gpt2 · sva-generated · {title}" in dom
@@ -99,7 +106,7 @@ def test_report_renders_in_headless_chromium(tmp_path):
     assert "| random |" not in leaderboard  # one random draw is no longer the floor
     assert "mean [95% CI] over examples (Student t, clipped to the metric's possible range)" in leaderboard \
         and "± " not in leaderboard
-    visible = re.sub(r'src="data:[^"]*"', "", page)  # base64 images may spell anything
+    visible = re.sub(r'src="[^"]*"', "", page)  # a figure's file name may spell anything
     assert not re.search(r"\bnan\b", visible + leaderboard, re.IGNORECASE)
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
     naopc = statistics["tiny-gpt2 · sva-generated · naopc"]
@@ -132,11 +139,28 @@ def test_a_published_report_opens_on_what_to_use_and_its_scorecard(name, tmp_pat
     figure starting within its upper two thirds, with nothing to scroll sideways."""
     browser = browser_or_skip()
     page = (ROOT / "reports" / name / "report.html").read_text()
-    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900"))
+    first, top, heads, overflow = first_screen(render(browser, page, tmp_path, FIRST_SCREEN, size="1400,900",
+                                                      figures=ROOT / "reports" / name / "figures"))
     use, card = heads.split("|")
     assert first == "scorecard" and top < 600, (first, top)
     assert use.startswith("What to use@") and int(use.split("@")[1]) < 200 and card.startswith("Scorecard@")
     assert overflow == 0
+
+
+PUBLISHED_MB = 25  # each published folder's weight, all its files together
+
+
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_a_published_folder_is_light_and_its_page_links_each_figure_once(name):
+    """report.html links the PNGs of figures/ (one copy of each in the repository), and the folder stays within
+    PUBLISHED_MB."""
+    folder = ROOT / "reports" / name
+    weight = sum(path.stat().st_size for path in folder.rglob("*") if path.is_file()) / 2**20
+    assert weight <= PUBLISHED_MB, f"reports/{name} weighs {weight:.1f} MB"
+    page = (folder / "report.html").read_text()
+    linked = re.findall(r'<img [^>]*src="([^"]+)"', page)
+    assert "base64" not in page and len(linked) == len(set(linked)) >= 10
+    assert all(src.startswith("figures/") and (folder / src).is_file() for src in linked)
 
 
 def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
@@ -551,7 +575,7 @@ def test_two_splits_of_a_dataset_are_two_suites_and_their_orders_are_compared(ta
     statistics = json.loads((tmp_path / "run" / "statistics.json").read_text())
     assert {"sva · sva-linzen · ground_truth", "sva · sva-linzen:val · ground_truth"} <= set(statistics)
     compared = statistics["sva · sva-linzen:val against sva-linzen · ground_truth"]
-    from attrbench.runtime.pipeline import collect
+    from attrbench.runtime.records import collect
 
     records, _ = collect(tmp_path / "run")
     means = {split: {r["method"]: np.nanmean(np.array(r["values"], dtype=float)) for r in records
