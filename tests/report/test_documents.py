@@ -161,6 +161,8 @@ def test_a_published_folder_is_light_and_its_page_links_each_figure_once(name):
     linked = re.findall(r'<img [^>]*src="([^"]+)"', page)
     assert "base64" not in page and len(linked) == len(set(linked)) >= 10
     assert all(src.startswith("figures/") and (folder / src).is_file() for src in linked)
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    assert f"reports/full and reports/default are at most {PUBLISHED_MB} MB each" in readme  # what the README says
 
 
 def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
