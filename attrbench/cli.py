@@ -354,11 +354,15 @@ def cmd_run(args) -> None:
         print(json.dumps({**summary, **_paths_json(paths)}))
         return
     state = (f"budget spent: {summary['missing_jobs']} jobs left for a later run (same command, a larger --budget)"
-             if summary["stopped_by_budget"] else "every planned row is computed")
+             if summary["stopped_by_budget"] else
+             f"{summary['missing_jobs']} jobs hold rows a method failed to give (below); a rerun tries them again"
+             if summary.get("failures") else "every planned row is computed")
     print(f"\nrun '{config['name']}': {summary['rows']} rows computed in {summary['jobs']} jobs "
           f"({summary['model_rows']} model outputs, {summary['attributions']} attributions); {state}. Planning "
           f"(loading models, sampling) {summary['plan_seconds']:.0f} s, computing {summary['compute_seconds']:.0f} s, "
           f"report {summary['report_seconds']:.0f} s")
+    for line in summary.get("failures", []):
+        print(f"failed: {line}")
     if paths["use"]:  # the answer; the statistical sentences behind it are in the leaderboard
         print("\nwhat to use:\n" + "\n".join(f"- {line}" for line in paths["use"]))
         if paths["findings"]:

@@ -26,7 +26,7 @@ from ..ops.environment import cost_unit
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import ALIAS_TOLERANCE, ALPHA, FLOOR, best_frequency, format_p
 from ..registry import EVALS
-from ..runtime.records import collect, costs_kind, suite_dataset
+from ..runtime.records import collect, costs_kind, failure_lines, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures, scorecard_figure, verdicts
@@ -76,6 +76,7 @@ def _provenance_lines(meta: dict) -> list[str]:
                  "; the last run stopped at its budget, a later run continues" if last.get("stopped_by_budget")
                  else ""),
              "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items())]
+    lines += [f"- failed: {line}" for line in failure_lines(meta.get("failures") or [])]
     return lines + [model_line(name, model) for name, model in (meta.get("models") or {}).items()]
 
 

@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from tqdm.auto import tqdm
 
-from ..errors import InputError
+from ..errors import InputError, MethodError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, with_intervals
@@ -36,7 +36,7 @@ from .external import Precomputed, read_attributions
 from .options import DEFAULT_SHARD_SIZE, RunOptions
 from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
-from .records import costs_kind, metric_bounds, records_of
+from .records import costs_kind, failure_lines, metric_bounds, records_of
 from .store import COMPACT, SHARED, Store, StoreError, run_store, writer_lock
 
 
@@ -100,6 +100,10 @@ class Pipeline:
         costs: dict[str, dict] = {}  # per suite: the examples this run computed whole and their CPU seconds
         partial: dict[tuple, list] = {}  # (suite, example) -> [rows computed by this run, their CPU seconds]
         # with a budget the planned rows are a ceiling, not a goal: the bar shows rows done and the budget
+        # the rows a method failed to give (its error): kept in the store's metadata until a run computes them
+        failed = {(f["suite"], f["eval_key"], f["method_key"], f["example"]): f
+                  for f in self.store.meta("failures") or []}
+        failed_now = 0
         bar = tqdm(total=None if budget is not None else sum(job.size() for job in queue), unit="row",
                    desc="rows" if budget is None else f"rows (budget {budget / 60:.0f} min)",
                    disable=not self.options.progress)
@@ -123,11 +127,19 @@ class Pipeline:
                         cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
                         cost["examples"] += 1
                         cost["cpu_seconds"] += part[1]
-            self.store.put(rows, meta=tally(costs, bool(rows)) if tally else None)
+            before = len(failed)
+            for row in rows:
+                failed.pop((row["suite"], row["eval"], row["method"], row["example"]), None)
+            for failure in counts.get("failures", []):
+                failed[(failure["suite"], failure["eval_key"], failure["method_key"], failure["example"])] = failure
+            failed_now += len(counts.get("failures", []))
+            extra = {"failures": list(failed.values())} if counts.get("failures") or len(failed) != before else {}
+            self.store.put(rows, meta={**(tally(costs, bool(rows)) if tally else {}), **extra} or None)
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
         return {**totals, "example_costs": costs, "planned_jobs": len(queue), "missing_jobs": missing,
+                "failed_rows": failed_now, "failures": failure_lines(list(failed.values())),
                 "stopped_by_budget": state["stopped"] and missing > 0}
 
     def collect(self, plans: Sequence[SuitePlan]) -> list[dict]:
@@ -137,10 +149,14 @@ class Pipeline:
 
     def records(self, suites: Sequence[Suite], executor=None, published: Sequence[Path] = ()) -> list[dict]:
         """Plan, execute and collect in memory (``eval``, ``score``, the Python API): records with intervals.
-        ``published``: run folders whose shared rows and random floors are taken where they fit (:meth:`reuse`)."""
+        ``published``: run folders whose shared rows and random floors are taken where they fit (:meth:`reuse`).
+        A method that fails on an example stops it with that error, in one line: records of a one-off evaluation
+        on fewer examples than asked would pass unnoticed (a leaderboard run keeps going and names them instead)."""
         plans = self.plan(suites)
         self.reuse(plans, published)
-        self.execute(plans, executor)
+        done = self.execute(plans, executor)
+        if done["failures"]:
+            raise MethodError(failure_lines(self.store.meta("failures"), rerun=False)[0])
         return self.collect(plans)
 
     def reuse(self, plans: Sequence[SuitePlan], folders: Sequence[Path]) -> int:

@@ -343,6 +343,12 @@ def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int,
     return jobs
 
 
+def failure_reason(err: BaseException) -> str:
+    """An error as one line: its type and the first line of its message."""
+    text = str(err).strip().split("\n")[0]
+    return f"{type(err).__name__}: {text[:300]}" if text else type(err).__name__
+
+
 def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = False) -> tuple[list[dict], dict]:
     """Compute a job in a run context: its rows (``key, suite, eval, method, example, payload``) and counts."""
     began = time.perf_counter()
@@ -369,7 +375,11 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
         if plan.evaluation(eval_key).per_example and cell != SHARED and cell != plan.floor_of(eval_key):
             scored.setdefault(cell, []).append(by_id[example_id])
     for cell, examples in scored.items():  # a batched method's attributions of the whole shard in one call
-        context.prefetch(adapter, plan.method(cell), examples)
+        try:
+            context.prefetch(adapter, plan.method(cell), examples)
+        except Exception:  # noqa: BLE001 -- a text the method fails on: each is attributed on its own below
+            pass
+    failures: list[dict] = []  # a method's rows it failed to give (its error), left out: a rerun tries them again
     for example_id, (eval_key, cell, key) in tqdm(pairs, desc=f"shard of {plan.model}", unit="row",
                                                   disable=not progress, leave=False):
         evaluation, example = plan.evaluation(eval_key), by_id[example_id]
@@ -378,15 +388,20 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
             work[key] = evaluation.shared(item)
         elif cell == plan.floor_of(eval_key):
             work[key] = evaluation.floor(item)
-        elif evaluation.per_example:
-            work[key] = evaluation.score(item, item.attribution(plan.method(cell)))
         else:
-            work[key] = evaluation.payload_by_run(item, plan.method(cell), eval_context)
+            try:
+                work[key] = (evaluation.score(item, item.attribution(plan.method(cell))) if evaluation.per_example
+                             else evaluation.payload_by_run(item, plan.method(cell), eval_context))
+            except Exception as err:  # noqa: BLE001 -- a method (a plugin's, often) that fails on this example
+                failures.append({"suite": plan.name, "method": plan.method(cell).name, "method_key": cell,
+                                 "eval": evaluation.name, "eval_key": eval_key, "example": example_id,
+                                 "reason": failure_reason(err)})
+                continue
         meta[key] = (eval_key, cell, example_id)
     done = context.batcher.run(work)
     rows = [{"key": key, "suite": plan.name, "eval": meta[key][0], "method": meta[key][1], "example": meta[key][2],
              "payload": done[key]} for key in work]
-    return rows, {"rows": len(rows), "model_rows": batcher.rows_sent - before[0],
+    return rows, {"rows": len(rows), "failures": failures, "model_rows": batcher.rows_sent - before[0],
                   "distinct_rows": batcher.rows_distinct - before[1], "cached_rows": batcher.rows_cached - before[2],
                   "attributions": context.attributions_computed - before[3],
                   "requested_rows": batcher.rows_requested - before[4],

@@ -125,7 +125,7 @@ def costs_kind(meta: dict) -> str:
 
 
 META_KEYS = ("config", "plan", "versions", "models", "options", "device_kind", "started", "finished", "executor",
-             "last_run", "runs", "cpu_hours", "example_costs", "extended_from")
+             "last_run", "runs", "cpu_hours", "example_costs", "extended_from", "failures")
 
 
 def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
@@ -147,3 +147,15 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
     config = meta["config"]
     return with_intervals(records, config["seed"], config.get("bootstrap_resamples", RESAMPLES),
                           metric_bounds(records)), meta
+
+
+def failure_lines(failures: Sequence[dict], rerun: bool = True) -> list[str]:
+    """One line per (suite, method) whose rows failed: how many examples, the first error, and (``rerun``) that a
+    rerun of the run tries them again."""
+    grouped: dict[tuple[str, str], list[dict]] = {}
+    for failure in failures:
+        grouped.setdefault((failure["suite"], failure["method"]), []).append(failure)
+    return [f"{method} failed on {len({f['example'] for f in group})} example(s) of {suite} "
+            f"({', '.join(sorted({f['eval'] for f in group}))}): {group[0]['reason']}"
+            + ("; its cells hold the other examples, and a rerun tries these again" if rerun else "")
+            for (suite, method), group in grouped.items()]

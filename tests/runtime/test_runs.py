@@ -1076,3 +1076,85 @@ def test_a_leaderboard_on_a_family_without_a_layer_reader_names_what_it_left_out
     named = set(said[1].split(", "))
     assert {"alti", "alti_logit", "decompx", "attn_lrp", "value_zeroing", "context_change"} <= named
     assert not named & ran
+
+
+class Flaky(Method):
+    """A plugin method that fails on some texts: raises (``mode = "raise"``), gives NaN (``"nan"``) or one value
+    too few (``"short"``) on every text of an odd number of words; ``mode = "fixed"`` is the same method mended."""
+
+    name, family, output, params = "flaky", "user", "scores", {}
+    description = "fails on texts of an odd number of words"
+    mode = "raise"
+
+    def run(self, adapter, texts, *, targets, layers, truncate):
+        out = []
+        for text in texts:
+            ids = adapter.tokenizer(text)["input_ids"]
+            values = np.linspace(1.0, 0.0, len(ids))
+            if len(text.split()) % 2 and Flaky.mode != "fixed":
+                if Flaky.mode == "raise":
+                    raise ValueError(f"cannot attribute {len(ids)} tokens")
+                values = np.full(len(ids), np.nan) if Flaky.mode == "nan" else values[1:]
+            out.append(MethodResult(self.name, adapter.name, adapter.tokenizer.convert_ids_to_tokens(ids), values,
+                                    None))
+        return out
+
+
+@pytest.mark.parametrize("mode, reason", [("raise", "ValueError: cannot attribute"),
+                                          ("nan", "MethodError: method 'flaky' gave non-finite values"),
+                                          ("short", "MethodError: method 'flaky' gave values of shape")])
+def test_a_method_that_fails_on_some_examples_leaves_them_out_names_why_and_a_rerun_continues(tmp_path, mode,
+                                                                                             reason):
+    """Its other rows are stored and ranked; the report and the run's summary name the failing cells with the
+    error; the other methods' rows are whole; a rerun tries the failed rows again, and once the method is mended
+    it fills them and the failure is gone."""
+    from attrbench.registry import register
+    from attrbench.runtime.config import validate_config
+
+    register(Flaky)
+    Flaky.mode = mode
+    try:
+        config = validate_config({"name": "flaky", "seed": 0, "shard_size": 2, "suite": [
+            {"model": "tiny-gpt2", "dataset": "sva-generated", "n": 6, "methods": ["flaky", "grad_l2"],
+             "evals": ["erasure_aopc"]}]})
+        first = run_leaderboard(config, tmp_path / "run", progress=False)
+        records, meta = collect(tmp_path / "run")
+        flaky = [r for r in records if r["method"] == "flaky"]
+        grad = [r for r in records if r["method"] == "grad_l2"]
+        texts = set(grad[0]["example_ids"])
+        assert len(texts) == 6 and all(set(r["example_ids"]) == texts for r in grad)  # the others are whole
+        odd = {f["example"] for f in meta["failures"]}
+        assert 0 < len(odd) < 6, "the sample must hold texts the method fails on and texts it does not"
+        assert flaky and all(set(r["example_ids"]) == texts - odd for r in flaky)
+        assert all(f["reason"].startswith(reason) for f in meta["failures"])
+        assert first["failed_rows"] == len(odd) and first["failures"][0].startswith(
+            f"flaky failed on {len(odd)} example(s) of ") and reason in first["failures"][0]
+        write_report(tmp_path / "run")
+        text = " ".join((tmp_path / "run" / "leaderboard.md").read_text().split())
+        assert f"- failed: flaky failed on {len(odd)} example(s) of " in text and reason in text
+        again = run_leaderboard(config, tmp_path / "run", progress=False)  # still failing: tried, nothing lost
+        assert again["rows"] == 0 and again["failed_rows"] == len(odd)
+        assert collect(tmp_path / "run")[0] == records
+        Flaky.mode = "fixed"
+        mended = run_leaderboard(config, tmp_path / "run", progress=False)
+        assert mended["rows"] == len(odd) and mended["failures"] == []
+        records, meta = collect(tmp_path / "run")
+        assert meta["failures"] == [] and all(
+            set(r["example_ids"]) == set(texts) for r in records if r["method"] == "flaky")
+    finally:
+        Flaky.mode = "raise"
+        METHODS.remove("flaky")
+
+
+def test_a_one_off_evaluation_stops_on_a_failing_method_with_its_error():
+    """`attrbench eval` and attrbench.evaluate: records on fewer examples than asked would pass unnoticed."""
+    from attrbench.errors import MethodError
+    from attrbench.registry import register
+
+    register(Flaky)
+    try:
+        with pytest.raises(MethodError, match=r"^flaky failed on \d example\(s\) of .+: ValueError: cannot attribute "
+                                              r"\d+ tokens$"):
+            evaluate(load_model("tiny-gpt2"), ["flaky"], ["erasure_aopc"], "sva-generated", n=6, progress=False)
+    finally:
+        METHODS.remove("flaky")
