@@ -36,7 +36,7 @@ from .external import Precomputed, read_attributions
 from .options import DEFAULT_SHARD_SIZE, RunOptions
 from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
-from .records import costs_kind, failure_lines, metric_bounds, records_of
+from .records import costs_kind, failure_lines, metric_bounds, records_of, underived_statistic
 from .store import COMPACT, SHARED, Store, StoreError, run_store, writer_lock
 
 
@@ -398,6 +398,11 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
                          "reports/default")
     with closing(Store(published, readonly=True)) as store:  # refuses a damaged or older store before copying
         before = _costs_device(store)
+        altered = underived_statistic(source, store)
+    if altered:
+        rows = source / COMPACT if (source / COMPACT).is_file() else source / "store.sqlite"
+        raise StoreError(f"--extend {source}: {rows} was altered after its report was written ({altered}): restore "
+                         f"it (git checkout -- {source}), or extend a folder of your own")
     if before not in (None, kind):
         raise StoreError(f"--extend {source}: its costs were measured on {before} and this run is on {kind}: extend "
                          f"it with --device {before}, or run without --extend into a new folder for {kind}")

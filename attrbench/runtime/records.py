@@ -8,8 +8,10 @@ gives.
 """
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Optional, Sequence
 
 from ..errors import InputError
 from ..models.zoo import cache_dir
@@ -159,3 +161,26 @@ def failure_lines(failures: Sequence[dict], rerun: bool = True) -> list[str]:
             f"({', '.join(sorted({f['eval'] for f in group}))}): {group[0]['reason']}"
             + ("; its cells hold the other examples, and a rerun tries these again" if rerun else "")
             for (suite, method), group in grouped.items()]
+
+
+def underived_statistic(folder: Path, store: Store) -> Optional[str]:
+    """The first mean of a folder's ``statistics.json`` that its stored rows do not give again, as a phrase (None
+    where every one they can be compared on does, or the folder has no statistics.json): rows altered after the
+    report was written. A mean is compared where the method's examples in the table are its rows' examples."""
+    path = Path(folder) / "statistics.json"
+    if not path.is_file():
+        return None
+    records = {(f"{r['model']} · {r['dataset']} · {r['eval']}", r["metric"], r["method"]): r
+               for suite in store.meta("plan") or [] for r in records_of(suite, store)}
+    for title, table in json.loads(path.read_text()).items():
+        if not isinstance(table, dict) or not isinstance(table.get("mean"), dict):
+            continue
+        for method, mean in table["mean"].items():
+            record = records.get((title, table.get("metric"), method))
+            if record is None or (table.get("n_by_method") or {}).get(method) != record.get("sample_size"):
+                continue
+            given = record.get("mean")
+            if (mean is None) != (given is None) or (
+                    mean is not None and not math.isclose(mean, given, rel_tol=1e-9, abs_tol=1e-12)):
+                return f"{title}, {method}: its rows give a mean of {given}, statistics.json says {mean}"
+    return None

@@ -366,6 +366,32 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
         run_leaderboard(config, tmp_path / "other", progress=False, extend=tmp_path)
 
 
+def test_a_published_folder_whose_rows_were_altered_is_refused_naming_the_file(config_file, tmp_path):
+    """Rows that no longer give the means its statistics.json states (altered after the report was written, each
+    with a valid checksum) are not extended: one line names the file and the fix, and nothing is copied."""
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["erasure_aopc"], methods=["alti", "blank_out"], n=4)
+    published = tmp_path / "published"
+    run_leaderboard(config, published, progress=False)
+    write_report(published)
+    config["suite"][0]["methods"] = ["alti", "blank_out", "grad_l2"]
+    assert run_leaderboard(config, tmp_path / "fine", progress=False, extend=published)["attributions"] == 4
+    with closing(sqlite3.connect(published / "store.sqlite")) as db, db:  # two methods' rows of one example swapped
+        (example,) = db.execute("SELECT MIN(example) FROM results WHERE method LIKE 'alti%'").fetchone()
+        rows = {m.split("(")[0]: (key, payload, digest) for key, m, payload, digest in db.execute(
+            "SELECT key, method, payload, sha256 FROM results WHERE example = ? AND eval LIKE 'erasure_aopc%' AND "
+            "(method LIKE 'alti%' OR method LIKE 'blank_out%')", (example,))}
+        for (key, _, _), (_, payload, digest) in ((rows["alti"], rows["blank_out"]), (rows["blank_out"], rows["alti"])):
+            db.execute("UPDATE results SET payload = ?, sha256 = ? WHERE key = ?", (payload, digest, key))
+    with pytest.raises(StoreError, match=rf"^--extend {re.escape(str(published))}: "
+                                         rf"{re.escape(str(published / 'store.sqlite'))} was altered after its report "
+                                         r"was written \(.+ · erasure_aopc, (alti|blank_out): its rows give a mean of "
+                                         r".+, statistics.json says .+\): restore it \(git checkout -- .+\), or extend "
+                                         r"a folder of your own$"):
+        run_leaderboard(config, tmp_path / "mine", progress=False, extend=published)
+    assert not (tmp_path / "mine" / "store.sqlite").exists()
+
+
 def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file, tmp_path):
     """tools/publish_run.py --compact: results.parquet in place of store.sqlite gives the same records and
     metadata, extends to the same rows, and a damaged file is refused in one line, never read in part."""
