@@ -34,6 +34,9 @@ class RunContext(Workspace):
                          batcher=Batcher(self.cache, self.options.batch_tokens, pad_tokens=self.options.pad_tokens,
                                          max_batch=max(256, self.options.batch_tokens // 16)))
         self.data_dir = data_dir
+        # a method failing on an example: True, its row is left out and named (a leaderboard run); False, the error
+        # stops the job (a one-off evaluation, whose records on fewer examples than asked would pass unnoticed)
+        self.keep_going = True
         self._adapters: dict[str, object] = {}
         self._examples: dict[tuple, tuple[list[Example], dict]] = {}
         self._local_methods: dict[str, Method] = {}

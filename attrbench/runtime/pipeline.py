@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from tqdm.auto import tqdm
 
-from ..errors import InputError, MethodError
+from ..errors import InputError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, with_intervals
@@ -154,9 +154,11 @@ class Pipeline:
         on fewer examples than asked would pass unnoticed (a leaderboard run keeps going and names them instead)."""
         plans = self.plan(suites)
         self.reuse(plans, published)
-        done = self.execute(plans, executor)
-        if done["failures"]:
-            raise MethodError(failure_lines(self.store.meta("failures"), rerun=False)[0])
+        self.context.keep_going = False
+        try:
+            self.execute(plans, executor)
+        finally:
+            self.context.keep_going = True
         return self.collect(plans)
 
     def reuse(self, plans: Sequence[SuitePlan], folders: Sequence[Path]) -> int:

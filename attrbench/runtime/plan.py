@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 
 from ..datasets.base import Example
 from ..datasets.lookup import sample
-from ..errors import InputError
+from ..errors import AttrbenchError, InputError, MethodError
 from ..ops.environment import cost_seconds
 from ..ops.hashing import text_sha256
 from ..ops.targets import Target, resolve, same_contrast
@@ -393,6 +393,11 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                 work[key] = (evaluation.score(item, item.attribution(plan.method(cell))) if evaluation.per_example
                              else evaluation.payload_by_run(item, plan.method(cell), eval_context))
             except Exception as err:  # noqa: BLE001 -- a method (a plugin's, often) that fails on this example
+                if not context.keep_going:
+                    if isinstance(err, AttrbenchError):
+                        raise
+                    raise MethodError(f"method '{plan.method(cell).name}' failed on example {example_id} of "
+                                      f"{plan.name}: {failure_reason(err)}") from err
                 failures.append({"suite": plan.name, "method": plan.method(cell).name, "method_key": cell,
                                  "eval": evaluation.name, "eval_key": eval_key, "example": example_id,
                                  "reason": failure_reason(err)})

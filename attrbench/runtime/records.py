@@ -151,16 +151,15 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
                           metric_bounds(records)), meta
 
 
-def failure_lines(failures: Sequence[dict], rerun: bool = True) -> list[str]:
-    """One line per (suite, method) whose rows failed: how many examples, the first error, and (``rerun``) that a
-    rerun of the run tries them again."""
+def failure_lines(failures: Sequence[dict]) -> list[str]:
+    """One line per (suite, method) whose rows failed: how many examples, the first error, and that a rerun tries
+    them again."""
     grouped: dict[tuple[str, str], list[dict]] = {}
     for failure in failures:
         grouped.setdefault((failure["suite"], failure["method"]), []).append(failure)
     return [f"{method} failed on {len({f['example'] for f in group})} example(s) of {suite} "
-            f"({', '.join(sorted({f['eval'] for f in group}))}): {group[0]['reason']}"
-            + ("; its cells hold the other examples, and a rerun tries these again" if rerun else "")
-            for (suite, method), group in grouped.items()]
+            f"({', '.join(sorted({f['eval'] for f in group}))}): {group[0]['reason']}; its cells hold the other "
+            "examples, and a rerun tries these again" for (suite, method), group in grouped.items()]
 
 
 def underived_statistic(folder: Path, store: Store) -> Optional[str]:

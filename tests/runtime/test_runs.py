@@ -1179,8 +1179,12 @@ def test_a_one_off_evaluation_stops_on_a_failing_method_with_its_error():
 
     register(Flaky)
     try:
-        with pytest.raises(MethodError, match=r"^flaky failed on \d example\(s\) of .+: ValueError: cannot attribute "
-                                              r"\d+ tokens$"):
+        with pytest.raises(MethodError, match=r"^method 'flaky' failed on example \S+ of .+: ValueError: cannot "
+                                              r"attribute \d+ tokens$"):
+            evaluate(load_model("tiny-gpt2"), ["flaky"], ["erasure_aopc"], "sva-generated", n=6, progress=False)
+        Flaky.mode = "nan"  # attrbench's own error, as it is
+        with pytest.raises(MethodError, match=r"^method 'flaky' gave non-finite values on '.+' in torch.float32"):
             evaluate(load_model("tiny-gpt2"), ["flaky"], ["erasure_aopc"], "sva-generated", n=6, progress=False)
     finally:
+        Flaky.mode = "raise"
         METHODS.remove("flaky")
