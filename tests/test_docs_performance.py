@@ -139,6 +139,10 @@ def test_placing_a_method_is_the_recorded_cost():
             f"{fixed(cheap['computing_seconds_per_example'], 2)} s of computing per example for gradient × input, "
             f"{fixed(sampled['computing_seconds_per_example'], 2)} s for LIME") in page()
 
+    guide = page(ROOT / "docs" / "writing-a-plugin.md")
+    assert (f"when reports/default had {cheap['examples']} examples on three models): the whole command took "
+            f"{fixed(cheap['wall_seconds'])} s for a method of gradient × input's cost and "
+            f"{fixed(sampled['wall_seconds'])} s for one of LIME's") in guide
     text = page(LEADERBOARD_RUNS)
     assert "(`python benchmarks/bench_place.py`, 2 CPU cores," in text
     medians = joined((suite["method_median_s"] for suite in sampled["suites"].values()), 2)
