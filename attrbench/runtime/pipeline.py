@@ -23,7 +23,7 @@ from typing import Callable, Iterator, Optional, Sequence
 
 from tqdm.auto import tqdm
 
-from ..errors import InputError
+from ..errors import InputError, MethodError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
 from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, with_intervals
@@ -154,11 +154,13 @@ class Pipeline:
         on fewer examples than asked would pass unnoticed (a leaderboard run keeps going and names them instead)."""
         plans = self.plan(suites)
         self.reuse(plans, published)
-        self.context.keep_going = False
+        self.context.keep_going = False  # this process's jobs; a Ray worker's are named in the summary, raised here
         try:
-            self.execute(plans, executor)
+            done = self.execute(plans, executor)
         finally:
             self.context.keep_going = True
+        if done["failures"]:
+            raise MethodError(done["failures"][0])
         return self.collect(plans)
 
     def reuse(self, plans: Sequence[SuitePlan], folders: Sequence[Path]) -> int:
