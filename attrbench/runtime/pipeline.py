@@ -406,7 +406,8 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
     if altered:
         rows = source / COMPACT if (source / COMPACT).is_file() else source / "store.sqlite"
         raise StoreError(f"--extend {source}: {rows} was altered after its report was written ({altered}): restore "
-                         f"it (git checkout -- {source}), or extend a folder of your own")
+                         f"it (git checkout -- {source}), or, if the change is yours, rewrite its report first "
+                         f"(attrbench report {source})")
     if before not in (None, kind):
         raise StoreError(f"--extend {source}: its costs were measured on {before} and this run is on {kind}: extend "
                          f"it with --device {before}, or run without --extend into a new folder for {kind}")

@@ -386,8 +386,8 @@ def test_a_published_folder_whose_rows_were_altered_is_refused_naming_the_file(c
     with pytest.raises(StoreError, match=rf"^--extend {re.escape(str(published))}: "
                                          rf"{re.escape(str(published / 'store.sqlite'))} was altered after its report "
                                          r"was written \(.+ · erasure_aopc, (alti|blank_out): its rows give a mean of "
-                                         r".+, statistics.json says .+\): restore it \(git checkout -- .+\), or extend "
-                                         r"a folder of your own$"):
+                                         r".+, statistics.json says .+\): restore it \(git checkout -- .+\), or, if the "
+                                         r"change is yours, rewrite its report first \(attrbench report .+\)$"):
         run_leaderboard(config, tmp_path / "mine", progress=False, extend=published)
     assert not (tmp_path / "mine" / "store.sqlite").exists()
 
