@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError, ModelLoadError
-from ..ops.tokens import pad_ids  # noqa: F401  (models.adapter.pad_ids: where readers have found it)
+from ..ops.tokens import pad_ids
 from .architectures import ARCHITECTURES, architecture_of, final_norm_of, no_reader_reason
 from .generic import check_readable, find_blocks, is_causal
 from .spec import LayerSpec

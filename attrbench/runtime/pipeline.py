@@ -127,13 +127,11 @@ class Pipeline:
                         cost = costs.setdefault(plan.name, {"examples": 0, "cpu_seconds": 0.0})
                         cost["examples"] += 1
                         cost["cpu_seconds"] += part[1]
-            before = len(failed)
-            for row in rows:
-                failed.pop((row["suite"], row["eval"], row["method"], row["example"]), None)
-            for failure in counts.get("failures", []):
-                failed[(failure["suite"], failure["eval_key"], failure["method_key"], failure["example"])] = failure
-            failed_now += len(counts.get("failures", []))
-            extra = {"failures": list(failed.values())} if counts.get("failures") or len(failed) != before else {}
+            new = counts.get("failures", [])
+            mended = [failed.pop((r["suite"], r["eval"], r["method"], r["example"]), None) for r in rows]
+            failed.update({(f["suite"], f["eval_key"], f["method_key"], f["example"]): f for f in new})
+            failed_now += len(new)
+            extra = {"failures": list(failed.values())} if new or any(mended) else {}
             self.store.put(rows, meta={**(tally(costs, bool(rows)) if tally else {}), **extra} or None)
             bar.update(job.size())
         bar.close()
