@@ -25,10 +25,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from attrbench.datasets.lookup import examples_for, sample  # noqa: E402
 from attrbench.models import load_model  # noqa: E402
-from attrbench.plugin.evaluation import Evaluation, Workspace  # noqa: E402
+from attrbench.plugin.evaluation import Evaluation  # noqa: E402
 from attrbench.registry import EVALS  # noqa: E402
 from attrbench.runtime.config import read_config  # noqa: E402
 from attrbench.runtime.plan import configured  # noqa: E402
+from attrbench.runtime.workspace import Workspace  # noqa: E402
 
 
 def shard(workspace: Workspace, jobs: dict) -> tuple[dict, int, float]:

@@ -63,6 +63,7 @@ def check_type(model_type: str, head: str) -> dict:
     from attrbench.datasets.base import Example
     from attrbench.models.tiny import build_family
     from attrbench.plugin import EvalContext, check_method
+    from attrbench.runtime.workspace import Workspace
     from attrbench.registry import EVALS, METHODS
 
     transformers.logging.set_verbosity_error()
@@ -84,7 +85,7 @@ def check_type(model_type: str, head: str) -> dict:
             check_method(METHODS.get(name), adapter, texts=(text, "the dogs run"))
         example = Example(id="sweep:0", text=text, target=target)
         records = EVALS.get("erasure_aopc")(adapter, [METHODS.get("grad_x_input")], [example],
-                                            EvalContext("sweep", progress=False))
+                                            EvalContext("sweep", progress=False, shared=Workspace()))
         assert records and all(np.isfinite(v) for r in records for v in r["values"] if v is not None), "erasure"
         if adapter.layers:
             try:

@@ -1,6 +1,6 @@
 """Cost: wall time and peak memory of each method's attribution of each example, with its length.
 
-Every attribution a run computes is timed as it is computed (``attrbench.plugin.internal.Workspace``: one
+Every attribution a run computes is timed as it is computed (``attrbench.runtime.workspace.Workspace``: one
 untimed warm-up call of each method per process first, on the dataset's shortest example in a run, since
 lazy imports and compilation are not the method's cost), so timing costs nothing beyond the attributions the
 other evaluations score. Memory is the peak resident set above the level before the call, sampled every 2 ms,

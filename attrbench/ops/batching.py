@@ -17,7 +17,7 @@ import inspect
 import struct
 import time
 from collections import Counter
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import torch
@@ -33,6 +33,58 @@ def forward_key(weights: str, dtype: str, index: int, contrast: Optional[int], r
     digest.update(f"{weights}|{dtype}|{index}|{contrast}|{row}|".encode())
     digest.update(struct.pack(f"<{len(ids)}q", *ids))
     return digest.digest()
+
+
+def batch_end(lengths, start: int, batch_tokens: int, pad_tokens: int, max_batch: Optional[int] = None,
+              same_length: bool = False) -> int:
+    """Where the batch that begins at ``start`` of ascending ``lengths`` ends: the most rows whose padded tokens stay
+    within ``batch_tokens``, whose padding (the shorter rows padded up to the longest) stays within ``pad_tokens``
+    (on a CPU a padded token costs what a real one does), at most ``max_batch`` rows, of one length only with
+    ``same_length``. The first row always fits: a row longer than the budget goes alone."""
+    end, padding = start + 1, 0
+    while end < len(lengths) and (max_batch is None or end - start < max_batch):
+        length = lengths[end]
+        more = padding + (end - start) * (length - lengths[end - 1])  # the rows before pad up
+        if (end - start + 1) * length > batch_tokens or more > pad_tokens or (
+                same_length and length != lengths[start]):
+            break
+        end, padding = end + 1, more
+    return end
+
+
+def pack(lengths, batch_tokens: int, pad_tokens: int, max_batch: Optional[int] = None,
+         same_length: bool = False) -> list[list[int]]:
+    """Indices of ``lengths`` in length-sorted batches (:func:`batch_end`'s bounds): the packing of the model-output
+    requests (:class:`Batcher`) and of the batched methods (``Method.batches``) alike."""
+    order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
+    ordered = [lengths[b] for b in order]
+    out, start = [], 0
+    while start < len(order):
+        end = batch_end(ordered, start, batch_tokens, pad_tokens, max_batch, same_length)
+        out.append(order[start:end])
+        start = end
+    return out
+
+
+def each_batch(groups, compute: Callable[[list[int]], None],
+               halved: Optional[Callable[[list[int]], None]] = None) -> None:
+    """``compute(group)`` for each group of texts; a group too large for the device (``torch.OutOfMemoryError``)
+    is halved and retried, down to one text, which re-raises. ``halved(group)`` is told of each group halved (a
+    method may shrink its budget for the batches to come). The out-of-memory policy of the batched methods, as
+    :class:`Batcher` has its own for the model-output requests."""
+    todo = [list(g) for g in groups]
+    while todo:
+        group = todo.pop(0)
+        try:
+            compute(group)
+        except torch.OutOfMemoryError:
+            if len(group) == 1:
+                raise
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
+            if halved is not None:
+                halved(group)
+            todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
 
 
 class MemoryCache:
@@ -141,15 +193,10 @@ class Batcher:
                    disable=not self.progress or len(items) < self.PROGRESS_ROWS)
         for group in by_model.values():
             group.sort(key=lambda item: len(item[3]))
+            lengths = [len(item[3]) for item in group]
             start = 0
             while start < len(group):
-                end, padding = start + 1, 0
-                while end < len(group) and end - start < self.max_batch:
-                    length = len(group[end][3])
-                    more = padding + (end - start) * (length - len(group[end - 1][3]))  # the rows before pad up
-                    if (end - start + 1) * length > self.batch_tokens or more > self.pad_tokens:
-                        break
-                    end, padding = end + 1, more
+                end = batch_end(lengths, start, self.batch_tokens, self.pad_tokens, self.max_batch)
                 done = self._run_batch(group[start:end], out, start)
                 bar.update(done - start)
                 start = done

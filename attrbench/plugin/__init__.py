@@ -15,6 +15,7 @@ from ..decompose.engine import default_tolerance
 from ..errors import AttrbenchError, CompletenessError, InputError, MethodError, UnknownPluginError
 from ..models import TransformerAdapter
 from ..ops.aggregate import rollout
+from ..ops.batching import each_batch
 from ..ops.perturb import Readout, answer
 from ..ops.stats import spearman
 from ..ops.targets import ResolvedTarget, Target, no_head_reason
@@ -24,7 +25,7 @@ from ..registry import DATASETS, EVALS, METHODS, register
 from .conformance import check_method
 from .evaluation import Analysis, EvalContext, Evaluation
 from .gradient import GradientMethod, TargetForward, captum_attr
-from .method import Method, MethodResult, Rollout, ScopeMap, axiom_check, each_batch
+from .method import Method, MethodResult, Rollout, ScopeMap, axiom_check
 
 __all__ = [
     # plugin kinds and their declarations

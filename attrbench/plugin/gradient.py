@@ -15,10 +15,11 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..ops.batching import each_batch
 from ..ops.targets import no_head_reason
 from ..ops.tokens import special_mask
 from ..params import Param
-from .method import Method, MethodResult, each_batch
+from .method import Method, MethodResult
 
 BASELINES = ("pad", "mask", "unk", "eos")
 BASELINE_PARAM = Param("pad", "token the baseline puts in place of every non-special token", choices=BASELINES)

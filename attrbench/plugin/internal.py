@@ -1,7 +1,7 @@
 """What the built-in plugins use beyond :mod:`attrbench.plugin`: internal, and free to change between releases.
 
 The decomposition engine's stages and readers, the model-family specs, the deletion and floor operations, the shared
-datasets' readers, the attribution cache of the evaluations and the pooled perturbations of captum's sampling methods.
+datasets' readers, the per-example work of the evaluations and the pooled perturbations of captum's sampling methods.
 A third-party plugin should need none of it; one that does depends on attrbench's internals, as the built-ins may.
 """
 from ..datasets.agreement import SVA_SPLIT, SVA_SPLIT_SEED, agreement_examples, contrast_reading, model_task, sva_split
@@ -26,13 +26,13 @@ from ..ops.targets import head_kind, resolve_text
 from ..ops.tokens import non_special, special_mask, word_tokens
 from ..params import params_key
 from .captum_pool import Pooled, answer_pooled, noise_draw, pool_sampler
-from .evaluation import FLOOR_DRAWS, ExampleWork, Workspace, decompositions
+from .evaluation import FLOOR_DRAWS, ExampleWork, decompositions
 from ..registry import Registry
 from .gradient import BASELINE_PARAM, BASELINES, baseline_ids
 from .method import AXIOMS, FF_PARAMS, VALUE_BIAS_PARAM
 
 __all__ = [
-    "Workspace", "ExampleWork", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS",
+    "ExampleWork", "params_key", "VALUE_BIAS_PARAM", "FF_PARAMS", "FLOOR_DRAWS",
     "AXIOMS", "BASELINE_PARAM", "BASELINES", "baseline_ids", "Registry", "decompositions", "ChunkView", "ALTI_MAP",
     "stages", "propagate", "layout_for", "ff_output_readers", "visible_cells", "VALUE_BIAS", "FF_ATTRIBUTIONS",
     "check_logit", "head_logit", "real_logits", "stream_parts", "ACTIVATION_RULES", "BIAS_SPLITS", "forward_hooks",

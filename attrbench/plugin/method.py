@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional, Sequence
 
 import numpy as np
-import torch
 
 from ..decompose import FF_ATTRIBUTIONS, VALUE_BIAS, DerivedMap, Layout, decompose, layout_for
 from ..decompose.layout import ALL_FF_SCOPES
 from ..errors import InputError, MethodError
 from ..models import TransformerAdapter
 from ..models.architectures import no_reader_reason
+from ..ops.batching import each_batch, pack
 from ..ops.aggregate import rollout, row_normalise, with_identity
 from ..ops.targets import ResolvedTarget, Target, head_kind, resolve_text
 from ..params import Configurable, Param
@@ -163,21 +163,8 @@ class Method(Configurable):
         sequence-classification head takes equal lengths only: given embeddings, it pools the last position, which
         padding would move."""
         pad_tokens = self.pad_tokens if pad_tokens is None else pad_tokens
-        order = sorted(range(len(lengths)), key=lambda b: (lengths[b], b))
-        equal_only = adapter.causal and head_kind(adapter) == "classifier"
-        out: list[list[int]] = []
-        padding = 0
-        for b in order:
-            last = out[-1] if out else None
-            more = padding + len(last) * (lengths[b] - lengths[last[-1]]) if last else 0  # the shorter rows pad up
-            if last and (len(last) + 1) * lengths[b] <= batch_tokens and more <= pad_tokens and (
-                    not equal_only or lengths[last[0]] == lengths[b]):
-                last.append(b)
-                padding = more
-            else:
-                out.append([b])
-                padding = 0
-        return out
+        return pack(lengths, batch_tokens, pad_tokens,
+                    same_length=adapter.causal and head_kind(adapter) == "classifier")
 
 
 def decomposed(method: Method, adapter, texts: Sequence[str], **fields) -> list:
@@ -192,26 +179,6 @@ def decomposed(method: Method, adapter, texts: Sequence[str], **fields) -> list:
 
     each_batch(method.batches(adapter, lengths, method.batch_tokens), compute)
     return results
-
-
-def each_batch(groups: Sequence[Sequence[int]], compute: Callable[[list[int]], None],
-               halved: Optional[Callable[[list[int]], None]] = None) -> None:
-    """``compute(group)`` for each group of texts; a group too large for the device (``torch.OutOfMemoryError``)
-    is halved and retried, down to one text, which re-raises. ``halved(group)`` is told of each group halved (a
-    method may shrink its budget for the batches to come)."""
-    todo = [list(g) for g in groups]
-    while todo:
-        group = todo.pop(0)
-        try:
-            compute(group)
-        except torch.OutOfMemoryError:
-            if len(group) == 1:
-                raise
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
-            if halved is not None:
-                halved(group)
-            todo[:0] = [group[:len(group) // 2], group[len(group) // 2:]]
 
 
 class ScopeMap(Method):

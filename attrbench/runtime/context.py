@@ -3,7 +3,7 @@
 :class:`RunContext` owns what every job of a run shares (the driver's, or each Ray worker's):
 models by name (loaded with the run's :class:`~attrbench.runtime.options.RunOptions`, on its
 device), each dataset's examples as a model reads them, methods not in the registry (external
-attributions, a notebook's), and — as a :class:`~attrbench.plugin.internal.Workspace` — the memoised
+attributions, a notebook's), and — as a :class:`~attrbench.runtime.workspace.Workspace` — the memoised
 attributions, the per-example work and the batcher that answers model-output requests, all backed
 by the run's shared-work cache (``work.sqlite``) when the run has a folder.
 """
@@ -16,7 +16,7 @@ from ..datasets.base import Example
 from ..datasets.lookup import examples_for
 from ..models import load_model
 from ..ops.batching import Batcher
-from ..plugin.evaluation import Workspace
+from .workspace import Workspace
 from ..plugin.method import Method
 from ..registry import METHODS
 from .options import RunOptions

@@ -13,7 +13,8 @@ from attrbench.evals.soft_erasure import at_retain, keep_probabilities, masked_p
 from attrbench.ops.perturb import Perturbations, answer, resolve_operator, target_probabilities
 from attrbench.ops.targets import resolve_text
 from attrbench.ops.tokens import special_mask
-from attrbench.plugin.evaluation import EvalContext, Workspace
+from attrbench.plugin.evaluation import EvalContext
+from attrbench.runtime.workspace import Workspace
 from attrbench.datasets.base import Example
 from attrbench.registry import EVALS, METHODS
 

@@ -12,6 +12,7 @@ from attrbench.errors import InputError, UnknownPluginError
 from attrbench.plugin.evaluation import EvalContext
 from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.pipeline import evaluate
+from attrbench.runtime.workspace import Workspace
 
 
 def manual_probability(adapter, ids, label):
@@ -135,7 +136,7 @@ def test_mixing_ratio_and_res_ff_norms_by_hand(tiny_models):
 
     adapter = tiny_models[("tiny-bert", "float64")]
     examples = sample(examples_for(adapter, "sva-generated")[0], 2, 0)
-    context = EvalContext("sva-generated", progress=False)
+    context = EvalContext("sva-generated", progress=False, shared=Workspace())
     records = EVALS.get("mixing_ratio")(adapter, [], examples[:1], context)
     dec = decompose(adapter, [examples[0].text], scopes=["atb"], keep_parts=True)[0]
     parts = dec.parts[0]["atb"][0]

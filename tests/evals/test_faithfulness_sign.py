@@ -11,6 +11,7 @@ from attrbench.registry import EVALS, METHODS
 from attrbench.runtime.options import RunOptions
 from attrbench.runtime.pipeline import Pipeline, evaluate
 from attrbench.runtime.plan import Suite
+from attrbench.runtime.workspace import Workspace
 from attrbench.ops.stats import spearman
 
 STORED_KEY = "faithfulness_corr(rank=scipy,reference_method=auto)"  # its rows' key before reference_sign existed
@@ -97,6 +98,7 @@ def test_auto_left_unfixed_still_reads_the_model(tiny_models):
     examples = sample(examples_for(adapter, "sva-generated")[0], 2, 0)
     evaluation = EVALS.get("faithfulness_corr")
     assert evaluation.reference_sign == "auto"
-    [record] = evaluation(adapter, [METHODS.get("alti")], examples, EvalContext("sva-generated", progress=False))
+    [record] = evaluation(adapter, [METHODS.get("alti")], examples, EvalContext("sva-generated", progress=False,
+                                                                                  shared=Workspace()))
     assert record["reference"] == "blank_out(signed=True)"
     assert evaluation.resolve(adapter, "sva-generated", examples).reference_sign == "signed"

@@ -12,7 +12,8 @@ from attrbench.evals.soft_erasure import keep_probabilities, masked_probability
 from attrbench.ops.perturb import MaskedEmbeddings, answer
 from attrbench.ops.stats import spearman
 from attrbench.ops.tokens import non_special, special_mask
-from attrbench.plugin.evaluation import Evaluation, Workspace
+from attrbench.plugin.evaluation import Evaluation
+from attrbench.runtime.workspace import Workspace
 from attrbench.registry import EVALS, METHODS
 
 GPT2 = ("tiny-gpt2", "the keys to the cabinet near", "contrast:are/is")  # 6 tokens, no special one

@@ -10,7 +10,7 @@ from attrbench.datasets.base import Example
 from attrbench.errors import InputError
 from attrbench.evals.ground_truth import METRICS, expected, found
 from attrbench.ops.perturb import answer
-from attrbench.plugin.evaluation import Workspace
+from attrbench.runtime.workspace import Workspace
 from attrbench.registry import EVALS
 
 

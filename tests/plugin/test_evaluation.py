@@ -1,53 +1,30 @@
-"""The workspace the evaluations share: each method's untimed warm-up call, on a short stand-in example."""
-import numpy as np
+"""The evaluation context the plugin layer declares: it computes with the shared work the runtime gives it."""
 import pytest
 
 from attrbench.datasets.base import Example
-from attrbench.methods.grad_l2 import GradL2
-from attrbench.plugin.evaluation import Workspace
+from attrbench.errors import InputError
+from attrbench.plugin.evaluation import EvalContext, SharedWork
+from attrbench.registry import METHODS
+from attrbench.runtime.context import RunContext
+from attrbench.runtime.workspace import Workspace
 
 
-class Recording(GradL2):
-    """grad_l2, recording the texts it is called on; it refuses the text ``refuse``."""
-
-    def __init__(self, refuse=None, **params):
-        super().__init__(**params)
-        self.texts, self.refuse = [], refuse
-
-    def __call__(self, adapter, texts, **kwargs):
-        self.texts.append(texts[0])
-        if texts[0] == self.refuse:
-            raise ValueError("not this one")
-        return super().__call__(adapter, texts, **kwargs)
+def test_a_context_without_shared_work_says_how_to_give_it(tiny_models):
+    adapter, example = tiny_models[("tiny-gpt2", "float32")], Example("a", "dogs run", "auto")
+    context = EvalContext("own", progress=False)
+    with pytest.raises(InputError, match=r"shared=attrbench\.runtime\.workspace\.Workspace\(\)"):
+        context.attributions(adapter, METHODS.get("grad_l2"), [example])
+    with pytest.raises(InputError, match="attrbench.evaluate"):
+        context.work(adapter, example)
 
 
-EXAMPLES = [Example("a", "the keys to the cabinet are on the table .", "auto"), Example("b", "dogs run", "auto"),
-            Example("c", "a wonderful film", "auto")]
-
-
-def test_the_warm_up_runs_on_the_stand_in_and_changes_no_result(tiny_models):
-    adapter = tiny_models[("tiny-gpt2", "float32")]
-    plain, method = Workspace(), Recording()
-    expected = plain.attribution(adapter, method, EXAMPLES[0])
-    assert method.texts == [EXAMPLES[0].text] * 2  # no stand-in named: the warm-up is the example itself
-
-    workspace, method = Workspace(), Recording()
-    workspace.warm_up_on(adapter, EXAMPLES[1])
-    result = workspace.attribution(adapter, method, EXAMPLES[0])
-    workspace.attribution(adapter, method, EXAMPLES[2])
-    assert method.texts == ["dogs run", EXAMPLES[0].text, EXAMPLES[2].text]  # one warm-up per method and model
-    np.testing.assert_array_equal(result.values, expected.values)
-    assert result.meta["cost"]["n_tokens"] == len(result.tokens)
-
-
-def test_a_stand_in_the_method_refuses_falls_back_to_the_example(tiny_models):
-    adapter = tiny_models[("tiny-gpt2", "float32")]
-    workspace, method = Workspace(), Recording(refuse="dogs run")
-    workspace.warm_up_on(adapter, EXAMPLES[1])
-    workspace.attribution(adapter, method, EXAMPLES[2])
-    assert method.texts == ["dogs run", EXAMPLES[2].text, EXAMPLES[2].text]
-    workspace, refusing = Workspace(), Recording(refuse=EXAMPLES[2].text)
-    workspace.warm_up_on(adapter, EXAMPLES[1])
-    with pytest.raises(ValueError, match="not this one"):  # an example the method refuses still raises
-        workspace.attribution(adapter, refusing, EXAMPLES[2])
-    assert refusing.texts == ["dogs run", EXAMPLES[2].text]
+def test_the_runtimes_workspaces_are_what_the_plugin_layer_asks_for(tiny_models):
+    adapter, example = tiny_models[("tiny-gpt2", "float32")], Example("a", "dogs run", "auto")
+    for shared in (Workspace(), RunContext()):
+        assert all(callable(getattr(shared, name)) for name in ("attribution", "attributions", "work", "memo"))
+        context = EvalContext("own", progress=False, shared=shared)
+        [result] = context.attributions(adapter, METHODS.get("grad_l2"), [example])
+        assert result.meta["cost"]["n_tokens"] == len(result.tokens)  # the runtime times what it computes
+        assert context.work(adapter, example).attribution(METHODS.get("grad_l2")) is result  # memoised
+        assert shared.batcher is not None
+    assert SharedWork.__module__ == "attrbench.plugin.evaluation"

@@ -7,7 +7,7 @@ import torch
 from attrbench.datasets.base import Example
 from attrbench.models import load_model
 from attrbench.models.tiny import TINY_MODELS
-from attrbench.plugin.internal import Workspace
+from attrbench.runtime.workspace import Workspace
 from attrbench.registry import METHODS
 
 pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
