@@ -390,7 +390,8 @@ def test_the_pages_accounts_of_the_default_run_are_its_statistics():
     assert max(truth["n_by_method"].values()) == numbers[7] and found == tuple(numbers[8:10])
 
     runs = flat(DOCS / "leaderboard-runs.md")
-    said = re.search(r"The SST-2 and agreement suites reached (\d+) examples: .+? \((\d+) of (\d+) methods on SST-2, "
+    said = re.search(r"In it, the SST-2 and agreement suites reached (\d+) examples: .+? "
+                     r"\((\d+) of (\d+) methods on SST-2, "
                      r"(\d+) of (\d+) on MiniLM agreement and `(\w+)` alone of (\d+) on SmolLM2 were better than it by "
                      r"NAOPC comprehensiveness\)\. NAOPC is undefined on (\d+) of SmolLM2's (\d+) examples, and its "
                      r"(\d+) are too few to separate any pair of (\d+) methods\. The shortcut suite reached its "
@@ -601,19 +602,34 @@ def test_the_metrics_pages_deeplift_residuals_are_the_published_rows():
 
 
 def test_the_default_runs_time_is_the_recorded_run():
-    """README.md, getting-started.md and leaderboard-runs.md give README command 1's time from a new user's run,
-    recorded in benchmarks/results/readme-run-cpu.json."""
+    """README.md, getting-started.md and leaderboard-runs.md give README command 1's time, and how far its budget
+    reached, from a new user's run recorded by benchmarks/bench_readme_run.py."""
     import json
 
     recorded = json.loads((ROOT / "benchmarks" / "results" / "readme-run-cpu.json").read_text())
 
     total, install, run = (minutes(recorded[k]) for k in ("total_s", "install_s", "run_s"))
     assert recorded["install_s"] + recorded["run_s"] == recorded["total_s"]
+    assert recorded["command"].startswith("python benchmarks/bench_readme_run.py")  # re-measured by one command
+    cpu = recorded["cpu"]
+    progress = next(line for line in recorded["printed"] if line.startswith("progress: "))
+    reached = {suite: (int(k), int(n.replace(",", ""))) for k, n, suite in
+               re.findall(r"(\d+) of ([\d,]+) examples \(([^;)]+)", progress)}
+    sst2, sva = reached["minilm-l6-sst2 · sst2"], reached["minilm-l6-sva · sva-linzen"]
+    smollm2, shortcut = reached["smollm2-135m · sva-linzen"], reached["minilm-l6-sst2-shortcut · sst2-shortcut"]
+    assert sst2[0] == sva[0]
     pages = {path.name: flat(path) for path in (README, DOCS / "getting-started.md", DOCS / "leaderboard-runs.md")}
-    assert f"{total}: {install} installing and {run} for `attrbench run`" in pages["README.md"]
-    assert f"the whole command took {total} ({install} installing, {run} for `attrbench run`)" in pages[
-        "getting-started.md"]
-    assert f"(README command 1): {install} installing and {run} for `attrbench run`" in pages["leaderboard-runs.md"]
+    assert (f"On {recorded['cores']} cores of an {cpu['model_name']} VM (family {cpu['family']}, model {cpu['model']}; "
+            f"fresh clone, empty cache) the whole command took {total}: {install} installing and {run} for "
+            f"`attrbench run`") in pages["README.md"]
+    assert (f"the budget brought SST-2 and MiniLM agreement to {sst2[0]} examples, SmolLM2 agreement to {smollm2[0]} "
+            f"of {smollm2[1]} and the shortcut suite to {shortcut[0]} of {shortcut[1]}") in pages["README.md"]
+    assert f"(family {cpu['family']}), the whole command took {total} ({install} installing, {run} for " \
+           "`attrbench run`)" in pages["getting-started.md"]
+    assert (f"family {cpu['family']} (README command 1): {install} installing and {run} for `attrbench run`, where "
+            f"the budget brought SST-2 and MiniLM agreement to {sst2[0]} examples, SmolLM2 to {smollm2[0]} of "
+            f"{smollm2[1]} and the shortcut suite to {'none' if shortcut[0] == 0 else shortcut[0]}") in pages[
+        "leaderboard-runs.md"]
 
 
 def test_the_readmes_python_block_time_is_the_recorded_run():
