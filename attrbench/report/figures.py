@@ -13,9 +13,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import io
 import json
-import pickle
 import textwrap
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -51,6 +49,10 @@ KEYS = "keys.json"  # in a report's figures/: each figure's key, file and file d
 
 def _plain(value):
     """What JSON cannot write, as plain data for a figure's key (sets sorted: their order varies between processes)."""
+    return _keyed(_plain_value(value))
+
+
+def _plain_value(value):
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -115,18 +117,10 @@ class FigureCache:
 
     def key(self, kind: str, inputs: dict) -> str:
         digest = hashlib.blake2b(f"{_code_digest()}|{kind}|".encode(), digest_size=16)
-        try:  # pickle: exact and fast, without its memo, so that equal inputs give equal bytes however they share
-            buffer = io.BytesIO()  # objects (a rendering whose bytes differ only draws again: never a wrong figure)
-            pickler = pickle.Pickler(buffer, protocol=5)
-            pickler.fast = True
-            pickler.dump(inputs)
-            text = buffer.getvalue()
-        except (pickle.PicklingError, TypeError, AttributeError, ValueError, RecursionError):
-            try:
-                text = json.dumps(inputs, default=_plain).encode()
-            except TypeError:  # a mapping keyed by tuples
-                text = json.dumps(_keyed(inputs), default=_plain).encode()
-        digest.update(text)
+        # JSON with sorted keys and sets sorted: the same inputs give the same key in any process, whatever order
+        # its hash seed gave their mappings (a key that changed would only draw a figure again, never a wrong one)
+        text = json.dumps(_keyed(inputs), default=_plain, sort_keys=True)
+        digest.update(text.encode())
         return digest.hexdigest()
 
     def get(self, kind: str, inputs: dict, draw) -> list[tuple[str, Path]]:
