@@ -29,7 +29,7 @@ from ..registry import EVALS
 from ..runtime.records import collect, costs_kind, failure_lines, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
-from .figures import critical_difference, faithfulness_vs_cost, make_figures, reusing, scorecard_figure, verdicts
+from .figures import critical_difference, faithfulness_vs_cost, make_figures, scorecard_figure, verdicts
 from .scorecard import scorecard
 from .tables import (
     CI_NOTE,
@@ -754,11 +754,6 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     records, meta = collect(run_dir)
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
-    with reusing(target / "figures"):  # figures whose inputs are unchanged are not drawn again
-        return _render(run_dir, target, records, meta)
-
-
-def _render(run_dir: Path, target: Path, records: list[dict], meta: dict) -> dict:
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
     every = records  # a provisional method's cost is on the scorecard, from its rows so far

@@ -2,25 +2,12 @@
 
 Each kind is ``kind(group, folder, stem, title) -> [(caption, path)]`` over the records of one
 (model, dataset, evaluation). A new kind is one more entry in ``FIGURES``.
-
-A report re-draws only the figures whose inputs changed (:func:`reusing`): each figure function is keyed by the
-digest of what it draws from (its rows or table, its title), of the drawing code and of matplotlib's version, and a
-figure whose key and file are as the last rendering left them is taken as it is. Adding a method redraws the tables
-it enters; the papers' analyses of the model, which no method changes, are reused.
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import inspect
-import json
 import textwrap
-from contextlib import contextmanager
-from contextvars import ContextVar
 from pathlib import Path
-from typing import Iterator, Optional
 
-import matplotlib
 import numpy as np
 import pandas as pd
 from matplotlib import transforms as mtransforms
@@ -32,8 +19,6 @@ from ..decompose import Decomposition
 from ..errors import InputError
 from ..ops.stats import median_iqr
 from ..registry import EVALS
-from ..runtime.provenance import write_atomic
-from . import plot as plot_module, scorecard as scorecard_module
 from .plot import new_figure, plot_maps, save_figure
 from .scorecard import cell_text
 from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
@@ -44,132 +29,6 @@ HALF_PAGE_INCHES, HALF_PAGE_TITLE_CHARS = 5.1, 62
 
 
 SAFE = str.maketrans({"/": "_", ":": "_"})  # a figure's file name from a path, or a dataset named with its split
-KEYS = "keys.json"  # in a report's figures/: each figure's key, file and file digest, as the last rendering drew them
-
-
-def _plain(value):
-    """What JSON cannot write, as plain data for a figure's key (sets sorted: their order varies between processes)."""
-    return _keyed(_plain_value(value))
-
-
-def _plain_value(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, (set, frozenset)):
-        return sorted(value, key=repr)
-    if isinstance(value, pd.DataFrame):
-        return value.to_dict("split")
-    if isinstance(value, Table):
-        return [value.title, value.group, value.statistics, value.note, value.frame]
-    if isinstance(value, Path):
-        return str(value)
-    if hasattr(value, "get_params"):  # an evaluation or method: its parameters and its code (what it declares)
-        return [_class_digest(type(value)), getattr(value, "name", ""), value.get_params()]
-    return repr(value)
-
-
-def _keyed(value):
-    """``value`` with every mapping's keys made strings, so that any rows can be written."""
-    if isinstance(value, dict):
-        return {str(k): _keyed(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_keyed(v) for v in value]
-    return value
-
-
-@functools.lru_cache(maxsize=1)
-def _code_digest() -> str:
-    """The drawing code, what the evaluations declare (directions, bounds, figure kinds) and matplotlib's version: a
-    figure drawn by other code is drawn again."""
-    digest = hashlib.blake2b(matplotlib.__version__.encode(), digest_size=16)
-    for path in (Path(plot_module.__file__), Path(scorecard_module.__file__), Path(__file__)):
-        digest.update(path.read_bytes())
-    for name in sorted({_class_digest(type(e)) for e in EVALS.all()}):
-        digest.update(name.encode())
-    return digest.hexdigest()
-
-
-@functools.lru_cache(maxsize=None)
-def _class_digest(cls: type) -> str:
-    try:
-        return hashlib.blake2b(Path(inspect.getfile(cls)).read_bytes(), digest_size=16).hexdigest()
-    except (OSError, TypeError):
-        return cls.__qualname__
-
-
-def _file_digest(path: Path) -> str:
-    return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
-
-
-class FigureCache:
-    """The figures a report folder holds, by the key of what each was drawn from (see the module docstring)."""
-
-    def __init__(self, folder: Path):
-        self.folder = Path(folder)
-        try:
-            self.known = json.loads((self.folder / KEYS).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            self.known = {}
-        self.used: dict[str, list] = {}
-        self.drawn = self.reused = 0
-
-    def key(self, kind: str, inputs: dict) -> str:
-        digest = hashlib.blake2b(f"{_code_digest()}|{kind}|".encode(), digest_size=16)
-        # JSON with sorted keys and sets sorted: the same inputs give the same key in any process, whatever order
-        # its hash seed gave their mappings (a key that changed would only draw a figure again, never a wrong one)
-        text = json.dumps(_keyed(inputs), default=_plain, sort_keys=True)
-        digest.update(text.encode())
-        return digest.hexdigest()
-
-    def get(self, kind: str, inputs: dict, draw) -> list[tuple[str, Path]]:
-        key = self.key(kind, inputs)
-        entry = self.known.get(key)
-        if entry is not None and all((self.folder / name).is_file() and _file_digest(self.folder / name) == sha
-                                     for _, name, sha in entry):
-            self.reused += 1
-        else:
-            entry = [[caption, path.name, _file_digest(path)] for caption, path in draw()]
-            self.drawn += 1
-        self.used[key] = entry
-        return [(caption, self.folder / name) for caption, name, _ in entry]
-
-    def save(self) -> None:
-        self.folder.mkdir(parents=True, exist_ok=True)
-        write_atomic(self.folder / KEYS, json.dumps(self.used, indent=0, sort_keys=True) + "\n")
-
-
-_CACHE: ContextVar[Optional[FigureCache]] = ContextVar("figure_cache", default=None)
-
-
-@contextmanager
-def reusing(folder: Path) -> Iterator[FigureCache]:
-    """Within this block, a figure drawn into ``folder`` is taken from the last rendering when its key is unchanged;
-    the keys of the figures drawn or reused are written at the end (figures/keys.json)."""
-    cache = FigureCache(folder)
-    token = _CACHE.set(cache)
-    try:
-        yield cache
-        cache.save()
-    finally:
-        _CACHE.reset(token)
-
-
-def cached(draw):
-    """A figure function whose figures are reused while their inputs are unchanged (:func:`reusing`)."""
-    signature = inspect.signature(draw)
-
-    @functools.wraps(draw)
-    def wrapper(*args, **kwargs):
-        cache = _CACHE.get()
-        bound = signature.bind(*args, **kwargs)
-        folder = Path(bound.arguments.pop("folder"))
-        if cache is None or folder.resolve() != cache.folder.resolve():
-            return draw(*args, **kwargs)
-        return cache.get(draw.__name__, bound.arguments, lambda: draw(*args, **kwargs))
-
-    return wrapper
 
 
 def _label(record: dict) -> str:
@@ -182,7 +41,6 @@ def _ci_errors(rows: list[dict]) -> np.ndarray:
                      for r in rows]).T.reshape(2, len(rows))
 
 
-@cached
 def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Per metric, mean with its 95 % CI per method (or view), with published values as diamonds."""
 
@@ -207,7 +65,6 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
-@cached
 def medians(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Per metric, each method's median over its examples with the interquartile range: what a cost table reports
     (a mean's t-interval would reach below zero on skewed times and sizes). Two panels a row, so each stays
@@ -236,7 +93,6 @@ def medians(group: list[dict], folder: Path, stem: str, title: str) -> list[tupl
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
-@cached
 def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Seconds per example against sequence length, one line per method (records with per-example rows)."""
 
@@ -256,7 +112,6 @@ def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     return [(caption, save_figure(fig, folder / f"{stem}-cost.png", title))]
 
 
-@cached
 def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """One line per record with a flat ``per_layer`` list."""
 
@@ -271,7 +126,6 @@ def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tu
     return [(f"{title} (per layer)", save_figure(fig, folder / f"{stem}.png", title))]
 
 
-@cached
 def heatmaps(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Side-by-side maps of the kept examples (``examples_kept``: tokens, layers, maps, series)."""
     out = []
@@ -294,7 +148,6 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in points)]
 
 
-@cached
 def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The mean-rank view of a ranked table (Demšar's critical-difference diagram, scikit-posthocs): average ranks on
     a line, methods within one Nemenyi group joined by a bar, the critical difference drawn to scale. Labelled as
@@ -337,7 +190,6 @@ TIER_COLOURS = ("#c44e52", "#dd8452", "#4c72b0", "#55a868", "#8172b3", "#937860"
 FLOOR_MARKS = {"better": ("▲", "#2a7a2a"), "not separated": ("●", "#777777"), "worse": ("▼", "#b22222")}
 
 
-@cached
 def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The pairwise verdicts of a ranked table at a glance: each method's mean with its 95 % interval, best at the
     top, coloured by its group (from the pairwise tests), the random floor's mean as a dashed line, and each
@@ -404,7 +256,6 @@ def place_labels(fig, ax, points: list[tuple[float, float, str]]) -> list[str]:
     return left_out
 
 
-@cached
 def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> list[tuple[str, Path]]:
     """A suite's headline metric (mean with CI) against each method's median seconds per example (log axis, with
     the interquartile range), the Pareto front marked. Labelled: the front and the top group, where a label fits
@@ -473,7 +324,6 @@ def _scorecard_kind(cell: dict) -> str:
     return cell["floor"] if cell["floor"] in ("not separated", "worse") else "unranked"
 
 
-@cached
 def scorecard_figure(frame: pd.DataFrame, data: dict, folder: Path) -> list[tuple[str, Path]]:
     """The scorecard as a grid: a row per method, a column per suite, each cell coloured by its headline verdict
     (top group and better than the floor; another group, better; not separated from the floor; worse; unranked) and

@@ -14,7 +14,6 @@ this one stopped; the leaderboard shows n per cell.
 """
 from __future__ import annotations
 
-import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -429,9 +428,6 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
                 copy.set_meta(extended_from=origin)
                 copy.close()
             (run_dir / f"{name}.partial").replace(run_dir / name)
-    figures = source / "figures"
-    if (figures / "keys.json").is_file() and not (run_dir / "figures").exists():  # the published figures, so that
-        shutil.copytree(figures, run_dir / "figures")  # the report redraws only those the added rows change
 
 
 def _check_weights(store: Store, models: dict, run_dir: Path) -> None:

@@ -679,28 +679,3 @@ def test_a_sanity_table_merges_aliases_as_the_ranked_tables_do():
     timing, _ = cost_table(EVALS.get("timing"), [{**r, "eval": "timing", "metric": "seconds_per_example"}
                                                   for r in group], [["occlusion", "feature_ablation"]])
     assert len(timing) == 3  # costs differ between aliases: every method keeps its row
-
-
-def test_a_rerendered_report_redraws_no_unchanged_figure_and_gives_the_same_bytes(tmp_path, monkeypatch):
-    """Rendering a folder again draws nothing whose rows did not change (figures/keys.json) and writes the same
-    files as a rendering from nothing; its analyses' figures are taken as they are when the ranked tables change."""
-    from attrbench.report import figures, plot
-
-    path = tmp_path / "tiny.toml"
-    path.write_text(REPORT_CONFIG)
-    run_leaderboard(read_config(path), tmp_path / "run", progress=False)
-    write_report(tmp_path / "run")
-    drawn = []
-    save = figures.save_figure
-    for module in (figures, plot):  # the figure kinds, and the maps drawn by plot_maps
-        monkeypatch.setattr(module, "save_figure", lambda fig, p, title: drawn.append(Path(p).name) or save(fig, p,
-                                                                                                         title))
-    before = {p.name: p.read_bytes() for p in (tmp_path / "run" / "figures").glob("*.png")}
-    assert before and (tmp_path / "run" / "figures" / "keys.json").is_file()
-    write_report(tmp_path / "run")
-    assert drawn == []
-    write_report(tmp_path / "run", tmp_path / "fresh")  # from nothing: every figure drawn, the same bytes
-    assert sorted(drawn) == sorted(before)
-    for name in ("leaderboard.md", "report.html", "statistics.json"):
-        assert (tmp_path / "run" / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes(), name
-    assert {p.name: p.read_bytes() for p in (tmp_path / "fresh" / "figures").glob("*.png")} == before

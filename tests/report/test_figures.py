@@ -80,32 +80,3 @@ def test_a_metrics_bars_have_tick_labels_that_do_not_overlap(scale, tmp_path, mo
                  if t.get_visible() and t.get_text()]
         assert len(ticks) >= 2
         assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:])
-
-
-def test_a_figure_whose_inputs_are_unchanged_is_reused_and_any_change_redraws_it(tmp_path, monkeypatch):
-    """Within a rendering (``reusing``), a figure keyed as the last rendering left it is taken as it is: same rows,
-    same file; changed rows, a changed file or another folder draw it again."""
-    group = [{"method": m, "metric": "aopc", "mean": mean, "ci": [mean - 0.1, mean + 0.1]}
-             for m, mean in (("alti", 0.4), ("lime", 0.2))]
-    calls = []
-    save = figures.save_figure
-    monkeypatch.setattr(figures, "save_figure", lambda fig, path, title: calls.append(path) or save(fig, path, title))
-
-    def render(rows, folder=tmp_path):
-        with figures.reusing(tmp_path) as cache:
-            [(caption, path)] = figures.bars(rows, folder, "s-d-erasure_aopc", "s · d · erasure_aopc")
-        return cache, path
-
-    cache, path = render(group)
-    first = path.read_bytes()
-    assert (cache.drawn, cache.reused, len(calls)) == (1, 0, 1) and (tmp_path / figures.KEYS).is_file()
-    cache, path = render([dict(r) for r in group])  # equal rows, new objects
-    assert (cache.drawn, cache.reused, len(calls)) == (0, 1, 1) and path.read_bytes() == first
-    cache, _ = render([group[0], {**group[1], "mean": 0.3}])
-    assert (cache.drawn, cache.reused, len(calls)) == (1, 0, 2) and path.read_bytes() != first
-    path.write_bytes(b"not the figure the keys name")
-    cache, _ = render([group[0], {**group[1], "mean": 0.3}])
-    assert (cache.drawn, len(calls)) == (1, 3) and path.read_bytes().startswith(b"\x89PNG")
-    other = tmp_path / "elsewhere"
-    render(group, other)  # a figure drawn into another folder than the rendering's is drawn, not looked up
-    assert len(calls) == 4 and (other / path.name).is_file()

@@ -334,25 +334,6 @@ def test_floor_rows_join_a_published_folder_that_predates_them(config_file, tmp_
     assert collect(mine)[0] == records
 
 
-def test_an_extension_starts_from_the_published_figures_and_redraws_what_its_rows_change(config_file, tmp_path):
-    """--extend copies the published figures with their keys (figures/keys.json), so its report draws only the
-    figures the added method changes; what it writes equals a rendering from nothing."""
-    config = read_config(config_file)
-    config["suite"][0].update(evals=["faithfulness_corr", "erasure_aopc"], methods=["alti", "blank_out"], n=4)
-    published, mine = tmp_path / "published", tmp_path / "mine"
-    run_leaderboard(config, published, progress=False)
-    write_report(published)
-    config["suite"][0].update(methods=["alti", "blank_out", "grad_l2"])
-    run_leaderboard(config, mine, progress=False, extend=published)
-    assert (mine / "figures" / "keys.json").read_bytes() == (published / "figures" / "keys.json").read_bytes()
-    write_report(mine)
-    write_report(mine, tmp_path / "fresh")
-    for name in ("leaderboard.md", "statistics.json"):
-        assert (mine / name).read_bytes() == (tmp_path / "fresh" / name).read_bytes()
-    assert {p.name: p.read_bytes() for p in (mine / "figures").glob("*.png")} == {
-        p.name: p.read_bytes() for p in (tmp_path / "fresh" / "figures").glob("*.png")}
-
-
 def test_extending_a_published_run_computes_only_the_added_method(config_file, tmp_path):
     """--extend: a copy of another folder's results, plus the rows of a method that folder lacks; the source
     is left as it was, and a folder that already holds other results or is no run folder is refused."""
