@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from bench_gelu import cpu_signature  # same folder: run as python benchmarks/bench_readme_run.py
+from bench_readme_tests import fresh_clone, head_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -39,19 +40,13 @@ def main(argv=None) -> int:
     parser.add_argument("--commit", default="HEAD")
     parser.add_argument("--publish", action="store_true", help="replace reports/default with the run it timed")
     args = parser.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = head_commit(args.commit)
     with tempfile.TemporaryDirectory(prefix="attrbench-readme-") as tmp:
-        clone = Path(tmp) / "attrbench"
-        subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-        subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
+        clone, env = fresh_clone(tmp, commit, shared=False)  # a user of command 1 has no ../shared
         command = run_command(clone / "README.md")
         install, sep, run = command.rpartition(" && attrbench run")
         if not sep:
             raise SystemExit("README command 1 does not end in `attrbench run`; nothing recorded")
-        env = {**os.environ, "HOME": str(Path(tmp) / "home"), "PIP_CACHE_DIR": str(Path(tmp) / "pip-cache"),
-               "ATTRBENCH_CACHE": str(Path(tmp) / "attrbench-cache")}
-        env.pop("VIRTUAL_ENV", None)
         began = time.perf_counter()
         subprocess.run(["bash", "-euo", "pipefail", "-c", install], cwd=clone, env=env, check=True)
         installed = time.perf_counter()

@@ -34,25 +34,36 @@ def test_command(readme: Path) -> str:
     return re.sub(r"\s*\\\n\s*", " ", command)  # lines continued with a backslash, joined
 
 
+def head_commit(ref: str) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def fresh_clone(tmp: str, commit: str, shared: bool) -> tuple[Path, dict]:
+    """A clone of ``commit`` in ``tmp`` (with ../shared beside it when ``shared``) and the environment of a new user
+    there: HOME, the pip and attrbench caches in ``tmp``, no virtual environment active."""
+    clone = Path(tmp) / "attrbench"
+    subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
+    if shared and (ROOT.parent / "shared").exists() and not (clone.parent / "shared").exists():
+        os.symlink(ROOT.parent / "shared", clone.parent / "shared")
+    env = {**os.environ, "HOME": str(Path(tmp) / "home"), "PIP_CACHE_DIR": str(Path(tmp) / "pip-cache"),
+           "ATTRBENCH_CACHE": str(Path(tmp) / "attrbench-cache")}
+    env.pop("VIRTUAL_ENV", None)
+    return clone, env
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "readme-tests-cpu.json"))
     parser.add_argument("--commit", default="HEAD")
     args = parser.parse_args(argv)
-    commit = subprocess.run(["git", "rev-parse", "--short", args.commit], cwd=ROOT, capture_output=True, text=True,
-                            check=True).stdout.strip()
+    commit = head_commit(args.commit)
     with tempfile.TemporaryDirectory(prefix="attrbench-readme-") as tmp:
-        clone = Path(tmp) / "attrbench"
-        subprocess.run(["git", "clone", "--quiet", str(ROOT), str(clone)], check=True)
-        subprocess.run(["git", "checkout", "--quiet", commit], cwd=clone, check=True)
-        if (ROOT.parent / "shared").exists() and not (clone.parent / "shared").exists():
-            os.symlink(ROOT.parent / "shared", clone.parent / "shared")
+        clone, env = fresh_clone(tmp, commit, shared=True)
         command = test_command(clone / "README.md")
         install, _, tests = command.partition(" && python -m pytest")
         tests = "python -m pytest" + tests
-        env = {**os.environ, "HOME": str(Path(tmp) / "home"), "PIP_CACHE_DIR": str(Path(tmp) / "pip-cache"),
-               "ATTRBENCH_CACHE": str(Path(tmp) / "attrbench-cache")}
-        env.pop("VIRTUAL_ENV", None)
         began = time.perf_counter()
         subprocess.run(["bash", "-euo", "pipefail", "-c", install], cwd=clone, env=env, check=True)
         installed = time.perf_counter()
