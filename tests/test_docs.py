@@ -641,3 +641,19 @@ def test_the_readmes_python_block_time_is_the_recorded_run():
     assert recorded["cores"] == 2
     text = flat(README)
     assert f"On 2 CPU cores this block runs in {minutes(seconds)}." in text
+
+
+def test_the_reports_writing_times_are_the_recorded_renderings():
+    """performance.md and leaderboard-runs.md give reports/full's report times from benchmarks/bench_render.py's
+    record, whose renderings each gave the published documents byte for byte."""
+    import json
+
+    recorded = json.loads((ROOT / "benchmarks" / "results" / "render-full-cpu.json").read_text())["renderings"]
+    bare, kept, again = recorded["nothing kept"], recorded["published kept"], recorded["again"]
+    assert bare["same_documents"] and kept["same_documents"] and again["same_documents"]
+    assert kept["computed"] == again["computed"] == 0 < bare["computed"]
+    performance, runs = flat(DOCS / "performance.md"), flat(DOCS / "leaderboard-runs.md")
+    assert (f"{bare['seconds']} s with nothing kept, {kept['seconds']} s from the published folder's results and "
+            f"figures (what `--extend` starts from), {again['seconds']} s written again") in performance
+    assert f"{again['reading_rows_seconds']} s of the last is reading the stored rows" in performance
+    assert f"written again in {again['seconds']} s, against {bare['seconds']} s computing everything" in runs

@@ -24,6 +24,7 @@ from scipy import stats as sst
 from scipy.stats import rankdata, spearmanr
 
 from .aggregate import visible_cells
+from .reuse import reused
 from ..errors import InputError
 
 RANKS = ("scipy", "dense")
@@ -234,6 +235,7 @@ def agreement_draws(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
     return point, draws[np.isfinite(draws)]
 
 
+@reused
 def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]]]], metric_a: str, metric_b: str,
                        resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method rankings by two metrics (each oriented higher = better), with a
@@ -252,6 +254,7 @@ def agreement_interval(per_example: dict[str, dict[str, Sequence[Optional[float]
             "methods": len(methods), "n": n}
 
 
+@reused
 def agreement_lead(truth: np.ndarray, best: np.ndarray, other: np.ndarray, resamples: int = RESAMPLES,
                    seed: int = 0, confidence: float = 0.95) -> Optional[dict]:
     """By how much the method order of one metric (``best``) agrees more with a known answer (``truth``) than another
@@ -296,6 +299,7 @@ def agreement_lead(truth: np.ndarray, best: np.ndarray, other: np.ndarray, resam
             "at_the_edge": bool(edge)}
 
 
+@reused
 def independent_agreement(a: dict[str, Sequence[Optional[float]]], b: dict[str, Sequence[Optional[float]]],
                           resamples: int = RESAMPLES, seed: int = 0) -> Optional[dict]:
     """Kendall's tau between the method orders of two independent samples of examples (two splits of a dataset):
@@ -343,8 +347,6 @@ def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str
     the pilot's effect (its ``solve_power`` is not used: the noncentral t's nan tails lead its root finder to
     roots where the power is 0.09 or 0.78). ``n`` None where the pilot shows no difference at all (identical
     scores can never be separated: ``effect`` 0) or more than ``MAX_N`` examples would be needed."""
-    from statsmodels.stats.power import TTestPower  # heavy: only for the sample-size estimate
-
     k = len(order)
     level = alpha / max(1, k * (k - 1) // 2)
     out = []
@@ -353,12 +355,19 @@ def required_n(values: dict[str, Sequence[Optional[float]]], order: Sequence[str
         if len(d) < 3 or d.std(ddof=1) == 0 or d.mean() == 0:
             out.append({"pair": [a, b], "n": None, "effect": 0.0 if len(d) and not d.any() else None})
             continue
-        effect = abs(d.mean()) / d.std(ddof=1)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            needed = _smallest_n(TTestPower(), effect, level, power)
-        out.append({"pair": [a, b], "n": needed, "effect": float(effect)})
+        effect = float(abs(d.mean()) / d.std(ddof=1))
+        out.append({"pair": [a, b], "n": _needed(effect, level, power), "effect": effect})
     return out
+
+
+@reused
+def _needed(effect: float, level: float, power: float) -> Optional[int]:
+    """:func:`_smallest_n` of statsmodels' paired t-test (``TTestPower``)."""
+    from statsmodels.stats.power import TTestPower  # heavy: only for the sample-size estimate
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return _smallest_n(TTestPower(), effect, level, power)
 
 
 def _smallest_n(test, effect: float, level: float, power: float) -> Optional[int]:

@@ -24,6 +24,7 @@ baycomp's three probabilities; :func:`bayes_signed_rank` computes them as baycom
 """
 from __future__ import annotations
 
+import functools
 import gc
 import math
 import warnings
@@ -33,6 +34,8 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 from scipy import stats as sst
+
+from .reuse import active, digest_of, key_of, reused
 
 ALPHA = 0.05  # family-wise error rate of one table's pairs (Holm)
 ROPE = 0.01  # region of practical equivalence of a mean difference, unless an evaluation declares one
@@ -146,8 +149,10 @@ def pairwise(values: dict[str, Sequence[Optional[float]]], higher_is_better: boo
     mean = {m: _mean(values[m]) for m in names}
     order = sorted(names, key=lambda m: (-sign * mean[m] if mean[m] is not None else math.inf, names.index(m)))
     pairs = {}
+    column = _columns(values)
     for a, b in combinations(order, 2):
-        pairs[f"{a} vs {b}"] = {"pair": [a, b], **compare(values[a], values[b], higher_is_better, bounds)}
+        tested = _compared(values[a], values[b], higher_is_better, bounds, column.get(a), column.get(b))
+        pairs[f"{a} vs {b}"] = {"pair": [a, b], **tested}
     adjusted = holm([p["p"] for p in pairs.values()], alpha)
     for pair, p in zip(pairs.values(), adjusted):
         pair["p_holm"] = p
@@ -215,8 +220,25 @@ def against_floor(values: dict[str, Sequence[Optional[float]]], floor: Sequence[
                   ) -> dict[str, dict]:
     """Each method against the random floor on their common examples, Holm-corrected over the methods: verdict
     "better", "not separated" or "worse", with :func:`compare`'s fields (positive favours the method)."""
-    out = {m: compare(v, floor, higher_is_better, bounds) for m, v in values.items()}
+    column, base = _columns(values), _columns({FLOOR: floor}).get(FLOOR)
+    out = {m: _compared(v, floor, higher_is_better, bounds, column.get(m), base) for m, v in values.items()}
     return _holm_verdicts(out, alpha)
+
+
+def _columns(values: dict[str, Sequence[Optional[float]]]) -> dict[str, str]:
+    """Each column's digest, where a report reuses its last results (:mod:`attrbench.ops.reuse`): a pair's tests
+    depend on its two columns only, so each is digested once, not once per pair."""
+    return {m: digest_of(v) for m, v in values.items()} if active() is not None else {}
+
+
+def _compared(x, y, higher_is_better: bool, bounds, x_digest: Optional[str] = None, y_digest: Optional[str] = None
+              ) -> dict:
+    """:func:`compare`, or its result from the last rendering where a report reuses it."""
+    reuse = active()
+    if reuse is None or x_digest is None or y_digest is None:
+        return compare(x, y, higher_is_better, bounds)
+    return reuse.get(key_of(compare, x_digest, y_digest, higher_is_better, bounds),
+                     functools.partial(compare, x, y, higher_is_better, bounds))
 
 
 def _holm_verdicts(rows: dict[str, dict], alpha: float) -> dict[str, dict]:
@@ -290,6 +312,7 @@ def aliases(tables: Sequence[dict[str, Sequence[Optional[float]]]], tolerance: f
     return groups
 
 
+@reused
 def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BAYES_DRAWS, seed: int = 0
                       ) -> tuple[float, float, float]:
     """baycomp's Bayesian signed-rank probabilities (Benavoli et al. 2017) of the differences ``d`` (positive
@@ -312,6 +335,7 @@ def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BA
     return float(counts[0]), float(counts[1]), float(counts[2])
 
 
+@reused
 def best_frequency(values: dict[str, Sequence[Optional[float]]], higher_is_better: bool, resamples: int = 1000,
                    seed: int = 0) -> dict[str, float]:
     """How often each method has the best mean over bootstrap resamples of the examples every method was scored

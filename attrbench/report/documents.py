@@ -23,6 +23,7 @@ import pandas as pd
 
 from ..models.zoo import ZOO
 from ..ops.environment import cost_unit
+from ..ops.reuse import reusing
 from ..ops.stats import RESAMPLES, median_iqr, minimum_floor_n
 from ..ops.verdicts import ALIAS_TOLERANCE, ALPHA, FLOOR, best_frequency, format_p
 from ..registry import EVALS
@@ -754,6 +755,13 @@ def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
     records, meta = collect(run_dir)
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
+    # what the last rendering of this folder (or of the run folder) computed from the same inputs is not computed again
+    with reusing(target, Path(run_dir)) as reuse:
+        out = _render(run_dir, target, records, meta)
+    return {**out, "reused": reuse.reused, "computed": reuse.computed}
+
+
+def _render(run_dir: str | Path, target: Path, records: list[dict], meta: dict) -> dict:
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
     every = records  # a provisional method's cost is on the scorecard, from its rows so far

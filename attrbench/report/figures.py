@@ -2,9 +2,17 @@
 
 Each kind is ``kind(group, folder, stem, title) -> [(caption, path)]`` over the records of one
 (model, dataset, evaluation). A new kind is one more entry in ``FIGURES``.
+
+Within a report (:func:`attrbench.ops.reuse.reusing`) a figure whose inputs, drawing code and matplotlib are those of
+the last rendering, and whose file is still the one drawn then, is not drawn again (:func:`cached`): adding a method
+redraws the tables it enters, and the papers' analyses of the model, which no method changes, are kept.
 """
 from __future__ import annotations
 
+import functools
+import hashlib
+import inspect
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -17,8 +25,10 @@ from matplotlib.ticker import MaxNLocator, NullFormatter
 
 from ..decompose import Decomposition
 from ..errors import InputError
+from ..ops.reuse import active, key_of, source_digest
 from ..ops.stats import median_iqr
 from ..registry import EVALS
+from . import plot as plot_module, scorecard as scorecard_module, tables as tables_module
 from .plot import new_figure, plot_maps, save_figure
 from .scorecard import cell_text
 from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
@@ -31,6 +41,59 @@ HALF_PAGE_INCHES, HALF_PAGE_TITLE_CHARS = 5.1, 62
 SAFE = str.maketrans({"/": "_", ":": "_"})  # a figure's file name from a path, or a dataset named with its split
 
 
+def _file_digest(path: Path) -> str:
+    return hashlib.blake2b(path.read_bytes(), digest_size=16).hexdigest()
+
+
+def _by_rows(value, reuse):
+    """A figure's input for its key, its records by their digests (each record digested once per rendering)."""
+    if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+        return {"~rows": reuse.rows(value)}
+    if isinstance(value, Table):
+        return {"~table": [value.title, _by_rows(value.group, reuse), value.evaluation, value.statistics, value.note,
+                           value.frame, value.figures]}
+    return value
+
+
+def cached(draw):
+    """A figure function whose figures are kept while its inputs and the drawing code are unchanged (module
+    docstring); outside a report's reuse block it draws as it is."""
+    signature = inspect.signature(draw)
+
+    @functools.wraps(draw)
+    def wrapper(*args, **kwargs):
+        reuse = active()
+        if reuse is None:
+            return draw(*args, **kwargs)
+        bound = signature.bind(*args, **kwargs)
+        bound.apply_defaults()
+        inputs = dict(bound.arguments)
+        folder = Path(inputs.pop("folder"))
+        try:
+            code = [source_digest(module) for module in (plot_module, scorecard_module, tables_module)]
+            key = key_of(draw, code, {name: _by_rows(value, reuse) for name, value in inputs.items()})
+        except TypeError:  # an input without a digest: drawn
+            return draw(*args, **kwargs)
+
+        def drawn() -> list:
+            return [[caption, path.name, _file_digest(path)] for caption, path in draw(*args, **kwargs)]
+
+        def intact(entry) -> bool:  # each file as drawn, here or (copied from there) in the folder reused from
+            elsewhere = None if reuse.folder is None else reuse.folder / folder.name
+            for _, name, sha in entry:
+                if (folder / name).is_file() and _file_digest(folder / name) == sha:
+                    continue
+                if elsewhere is None or not (elsewhere / name).is_file() or _file_digest(elsewhere / name) != sha:
+                    return False
+                folder.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(elsewhere / name, folder / name)
+            return True
+
+        return [(caption, folder / name) for caption, name, _ in reuse.get(key, drawn, intact)]
+
+    return wrapper
+
+
 def _label(record: dict) -> str:
     return record.get("label") or record["method"]
 
@@ -41,6 +104,7 @@ def _ci_errors(rows: list[dict]) -> np.ndarray:
                      for r in rows]).T.reshape(2, len(rows))
 
 
+@cached
 def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Per metric, mean with its 95 % CI per method (or view), with published values as diamonds."""
 
@@ -65,6 +129,7 @@ def bars(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
+@cached
 def medians(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Per metric, each method's median over its examples with the interquartile range: what a cost table reports
     (a mean's t-interval would reach below zero on skewed times and sizes). Two panels a row, so each stays
@@ -93,6 +158,7 @@ def medians(group: list[dict], folder: Path, stem: str, title: str) -> list[tupl
     return [(title, save_figure(fig, folder / f"{stem}.png", title))]
 
 
+@cached
 def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Seconds per example against sequence length, one line per method (records with per-example rows)."""
 
@@ -112,6 +178,7 @@ def cost(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[s
     return [(caption, save_figure(fig, folder / f"{stem}-cost.png", title))]
 
 
+@cached
 def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """One line per record with a flat ``per_layer`` list."""
 
@@ -126,6 +193,7 @@ def per_layer(group: list[dict], folder: Path, stem: str, title: str) -> list[tu
     return [(f"{title} (per layer)", save_figure(fig, folder / f"{stem}.png", title))]
 
 
+@cached
 def heatmaps(group: list[dict], folder: Path, stem: str, title: str) -> list[tuple[str, Path]]:
     """Side-by-side maps of the kept examples (``examples_kept``: tokens, layers, maps, series)."""
     out = []
@@ -148,6 +216,7 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in points)]
 
 
+@cached
 def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The mean-rank view of a ranked table (Demšar's critical-difference diagram, scikit-posthocs): average ranks on
     a line, methods within one Nemenyi group joined by a bar, the critical difference drawn to scale. Labelled as
@@ -190,6 +259,7 @@ TIER_COLOURS = ("#c44e52", "#dd8452", "#4c72b0", "#55a868", "#8172b3", "#937860"
 FLOOR_MARKS = {"better": ("▲", "#2a7a2a"), "not separated": ("●", "#777777"), "worse": ("▼", "#b22222")}
 
 
+@cached
 def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The pairwise verdicts of a ranked table at a glance: each method's mean with its 95 % interval, best at the
     top, coloured by its group (from the pairwise tests), the random floor's mean as a dashed line, and each
@@ -256,6 +326,7 @@ def place_labels(fig, ax, points: list[tuple[float, float, str]]) -> list[str]:
     return left_out
 
 
+@cached
 def faithfulness_vs_cost(table: Table, cost: dict[str, list], folder: Path) -> list[tuple[str, Path]]:
     """A suite's headline metric (mean with CI) against each method's median seconds per example (log axis, with
     the interquartile range), the Pareto front marked. Labelled: the front and the top group, where a label fits
@@ -324,6 +395,7 @@ def _scorecard_kind(cell: dict) -> str:
     return cell["floor"] if cell["floor"] in ("not separated", "worse") else "unranked"
 
 
+@cached
 def scorecard_figure(frame: pd.DataFrame, data: dict, folder: Path) -> list[tuple[str, Path]]:
     """The scorecard as a grid: a row per method, a column per suite, each cell coloured by its headline verdict
     (top group and better than the floor; another group, better; not separated from the floor; worse; unranked) and

@@ -24,6 +24,7 @@ from typing import Iterable, Optional
 import numpy as np
 import pandas as pd
 
+from ..ops.reuse import active
 from ..ops.stats import (
     LEVEL,
     MAX_N,
@@ -310,10 +311,17 @@ def rank_table(evaluation, group: list[dict], metric: Optional[str] = None, comp
     return out
 
 
-@functools.lru_cache(maxsize=64)
 def _pairwise(values: tuple, higher_is_better: bool, bounds: Optional[tuple]) -> dict:
     """:func:`pairwise` of a table's values, computed once per content: a report tests the headline metric's
-    pairs for its table, its opening and its robustness panel alike (callers get a copy)."""
+    pairs for its table, its opening and its robustness panel alike (callers get a copy). Within a report's reuse
+    block the block answers the repeats, so that what it keeps does not depend on what this process did before."""
+    if active() is not None:
+        return pairwise({m: list(v) for m, v in values}, higher_is_better, bounds=bounds)
+    return _pairwise_once(values, higher_is_better, bounds)
+
+
+@functools.lru_cache(maxsize=64)
+def _pairwise_once(values: tuple, higher_is_better: bool, bounds: Optional[tuple]) -> dict:
     return pairwise({m: list(v) for m, v in values}, higher_is_better, bounds=bounds)
 
 

@@ -14,6 +14,7 @@ this one stopped; the leaderboard shows n per cell.
 """
 from __future__ import annotations
 
+import shutil
 import sqlite3
 import time
 from collections import Counter
@@ -26,6 +27,7 @@ from tqdm.auto import tqdm
 from ..errors import InputError, MethodError
 from ..models.zoo import cache_dir
 from ..ops.environment import cost_seconds, device_kind, library_versions
+from ..ops.reuse import FILE as REUSE_FILE
 from ..ops.stats import RESAMPLES, minimum_floor_n, minimum_n, with_intervals
 from ..plugin.method import Method
 from ..registry import EVALS
@@ -418,6 +420,7 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
         finally:
             existing.close()
         raise InputError(f"--extend {source}: {run_dir} already holds other results; extend into a new folder (--out)")
+    _copy_renderings(source, run_dir)
     for name, path in (("work.sqlite", source / "work.sqlite"), ("store.sqlite", published)):  # the store last:
         if path.is_file():  # it marks a finished copy. SQLite's backup: consistent, rows still in a WAL included
             with closing(sqlite3.connect(path)) as src, \
@@ -428,6 +431,16 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
                 copy.set_meta(extended_from=origin)
                 copy.close()
             (run_dir / f"{name}.partial").replace(run_dir / name)
+
+
+def _copy_renderings(source: Path, run_dir: Path) -> None:
+    """The published figures and what its report computed (``reuse.json.gz``), so that the extension's report
+    computes and draws only what the added rows change (:mod:`attrbench.ops.reuse`)."""
+    if not (source / REUSE_FILE).is_file() or (run_dir / REUSE_FILE).exists():
+        return
+    if (source / "figures").is_dir() and not (run_dir / "figures").exists():
+        shutil.copytree(source / "figures", run_dir / "figures")
+    shutil.copyfile(source / REUSE_FILE, run_dir / REUSE_FILE)
 
 
 def _check_weights(store: Store, models: dict, run_dir: Path) -> None:

@@ -165,6 +165,25 @@ def test_a_published_folder_is_light_and_its_page_links_each_figure_once(name):
     assert f"reports/full and reports/default are at most {PUBLISHED_MB} MB each" in readme  # what the README says
 
 
+def test_a_report_computes_and_draws_again_only_what_changed(tmp_path):
+    """A rendering keeps what it computed (reuse.json.gz) and its figures; the next rendering of the same rows
+    computes nothing and gives the same bytes, and a figure whose file was changed is drawn again (only it)."""
+    from attrbench.ops.reuse import FILE
+
+    source = ROOT / "reports" / "default"
+    first = write_report(source, tmp_path / "a")
+    again = write_report(source, tmp_path / "a")
+    assert again["computed"] == 0 and again["reused"] == first["reused"] + first["computed"] > 1000
+    kept = (tmp_path / "a" / FILE).read_bytes()
+    figure = sorted((tmp_path / "a" / "figures").glob("*.png"))[0]
+    drawn = figure.read_bytes()
+    figure.write_bytes(b"changed")
+    third = write_report(source, tmp_path / "a")
+    assert third["computed"] == 1 and figure.read_bytes() == drawn and (tmp_path / "a" / FILE).read_bytes() == kept
+    for name in ("leaderboard.md", "report.html", "statistics.json"):  # the published documents, byte for byte
+        assert (tmp_path / "a" / name).read_bytes() == (source / name).read_bytes(), name
+
+
 def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     from attrbench.report import model_line
 

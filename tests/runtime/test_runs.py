@@ -344,6 +344,7 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
     with closing(sqlite3.connect(published / "store.sqlite")) as db, db:  # as a budget leaves a metric one example
         last = db.execute("SELECT MAX(example) FROM results WHERE eval LIKE 'erasure_aopc%'").fetchone()[0]  # short
         assert db.execute("DELETE FROM results WHERE eval LIKE 'erasure_aopc%' AND example = ?", (last,)).rowcount
+    first = write_report(published)  # its figures and what its report computed travel with the extension
     before = (published / "store.sqlite").read_bytes()
     config["suite"][0].update(methods=["alti", "blank_out", "grad_l2"], n=6)  # a larger n does not grow cells here
     mine = tmp_path / "mine"
@@ -354,7 +355,12 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
     records, _ = collect(mine)
     assert {r["method"] for r in records if r["eval"] == "erasure_aopc"} == {"alti", "blank_out", "grad_l2",
                                                                              "random_floor"}
-    title = write_report(mine)["leaderboard"].read_text().splitlines()[0]  # never taken for the published one
+    assert (mine / "reuse.json.gz").read_bytes() == (published / "reuse.json.gz").read_bytes()
+    assert sorted(p.name for p in (mine / "figures").iterdir()) == sorted(p.name for p in (published / "figures")
+                                                                           .iterdir())
+    report = write_report(mine)  # only what grad_l2 changes is computed again
+    assert report["reused"] > 0 and report["computed"] > 0 and first["computed"] > 0
+    title = report["leaderboard"].read_text().splitlines()[0]  # never taken for the published one
     assert title == f"# attrbench leaderboard: {config['name']}, extended from {tmp_path.name}/published", title
     again = run_leaderboard(config, mine, progress=False, extend=published)  # a resume: nothing to do
     assert again["rows"] == 0 and again["attributions"] == 0
