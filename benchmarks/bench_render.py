@@ -63,7 +63,6 @@ def main() -> None:
     parser.add_argument("--json", default=str(ROOT / "benchmarks" / "results" / "render-full-cpu.json"))
     args = parser.parse_args()
     published = (ROOT / args.published).resolve()
-    from attrbench.ops.environment import library_versions  # noqa: F401  (the package imports; versions below)
     from attrbench.ops.reuse import FILE
     import attrbench
 

@@ -33,66 +33,15 @@ FILE = "reuse.json.gz"  # in a report folder: what its last rendering computed, 
 FORMAT = 1
 
 
-def _feed(digest, value) -> None:
-    """Feed ``value`` to ``digest`` unambiguously (type, length, content), order kept as given."""
-    if value is None:
-        digest.update(b"N")
-    elif isinstance(value, (bool, np.bool_)):
-        digest.update(b"T" if value else b"F")
-    elif isinstance(value, (int, np.integer)):
-        digest.update(b"I%d;" % int(value))
-    elif isinstance(value, (float, np.floating)):
-        digest.update(b"R" + float(value).hex().encode() + b";")
-    elif isinstance(value, str):
-        data = value.encode()
-        digest.update(b"S%d;" % len(data) + data)
-    elif isinstance(value, np.ndarray):
-        array = np.ascontiguousarray(value)
-        digest.update(f"A{array.dtype.str}{array.shape};".encode())
-        digest.update(array.tobytes() if array.dtype != object else repr(array.tolist()).encode())
-    elif isinstance(value, (list, tuple)):
-        numbers = _numbers(value)
-        if numbers is not None:  # a column of scores: its floats and where it is undefined, at once
-            digest.update(b"V%d;" % len(value))
-            digest.update(numbers[0].tobytes())
-            digest.update(numbers[1].tobytes())
-            return
-        digest.update((b"L" if isinstance(value, list) else b"U") + b"%d;" % len(value))
-        for item in value:
-            _feed(digest, item)
-    elif isinstance(value, dict):
-        digest.update(b"D%d;" % len(value))
-        for key, item in value.items():
-            _feed(digest, key)
-            _feed(digest, item)
-    elif isinstance(value, (set, frozenset)):
-        digest.update(b"E%d;" % len(value))
-        for item in sorted(value, key=repr):
-            _feed(digest, item)
-    elif hasattr(value, "get_params"):  # an evaluation or method: its class's code and its parameters
-        digest.update(f"P{type(value).__module__}.{type(value).__qualname__};{source_digest(type(value))};".encode())
-        _feed(digest, getattr(value, "name", ""))
-        _feed(digest, value.get_params())
-    elif isinstance(value, Path):
-        _feed(digest, str(value))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        digest.update(f"C{type(value).__qualname__};".encode())
-        for field in dataclasses.fields(value):
-            _feed(digest, field.name)
-            _feed(digest, getattr(value, field.name))
-    elif hasattr(value, "to_dict") and hasattr(value, "columns") and hasattr(value, "index"):  # a DataFrame
-        digest.update(b"F")
-        _feed(digest, value.to_dict("split"))
-    else:
-        raise TypeError(f"no digest for {type(value).__name__}")
-
-
-def _numbers(values) -> Optional[tuple[np.ndarray, np.ndarray]]:
-    """A list of floats and Nones as (values with nan for None, where None), or None if it holds anything else."""
-    if len(values) < 8 or not all(v is None or type(v) is float for v in values):
-        return None
-    missing = np.array([v is None for v in values])
-    return np.array([math.nan if v is None else v for v in values], dtype=np.float64), missing
+def _keyed(value):
+    """``value`` with each mapping JSON cannot key (tuple keys) as a tagged list of pairs, for :func:`digest_of`."""
+    if isinstance(value, dict):
+        if all(isinstance(k, (str, int, float, bool)) or k is None for k in value):
+            return {k: _keyed(v) for k, v in value.items()}
+        return {"~m": [[_keyed(k), _keyed(v)] for k, v in value.items()]}
+    if isinstance(value, (list, tuple)):
+        return [_keyed(v) for v in value]
+    return value
 
 
 def _plain(value):
@@ -117,18 +66,13 @@ def _plain(value):
 
 
 def digest_of(*parts) -> str:
-    """A digest of ``parts`` in the order given: JSON of them (C-fast; floats exact), or where JSON cannot write
-    them (a mapping keyed by tuples), fed value by value."""
-    digest = hashlib.blake2b(digest_size=16)
+    """A digest of ``parts`` in the order given: their JSON (C-fast; floats exact), a mapping keyed by tuples as a
+    list of pairs."""
     try:
         text = json.dumps(parts, default=_plain, ensure_ascii=False, check_circular=False)
-    except (TypeError, ValueError):
-        digest.update(b"~slow")
-        for part in parts:
-            _feed(digest, part)
-    else:
-        digest.update(text.encode())
-    return digest.hexdigest()
+    except TypeError:
+        text = "~keyed" + json.dumps(_keyed(parts), default=_plain, ensure_ascii=False, check_circular=False)
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
 
 
 @functools.lru_cache(maxsize=None)
