@@ -23,7 +23,7 @@ import pkgutil
 import sys
 from importlib.metadata import entry_points
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Optional
 
 from .errors import InputError, UnknownPluginError
 
@@ -32,6 +32,7 @@ class Registry:
     def __init__(self, kind: str, group: str, builtin_package: str):
         self.kind, self.group, self.builtin_package = kind, group, builtin_package
         self._plugins: dict[str, Any] = {}
+        self._origin: dict[str, str] = {}  # a built-in plugin's name -> the built-in module that registered it
         self._builtins_loaded = self._entry_points_loaded = False
 
     def add(self, plugin: Any, name: str | None = None) -> Any:
@@ -45,6 +46,9 @@ class Registry:
             raise ValueError(f"{self.kind} '{name}' is registered twice")
         plugin.name = name
         self._plugins[name] = plugin
+        origin = _registering_module(self.builtin_package)
+        if origin is not None:
+            self._origin[name] = origin
         return plugin
 
     def remove(self, name: str) -> None:
@@ -59,8 +63,16 @@ class Registry:
     def _load_builtins(self) -> None:
         if not self._builtins_loaded:
             self._builtins_loaded = True
-            for module in self._builtin_modules():
+            modules = self._builtin_modules()
+            for module in modules:
                 importlib.import_module(module)
+            # built-ins in their modules' order whatever was imported first (a plugin file that imports a built-in
+            # module registers its methods early), so that "all" means the same list in every process: a run
+            # extended with a plugin keeps the published order and its figures and statistics are reused
+            rank = {module: k for k, module in enumerate(modules)}
+            order = sorted(enumerate(self._plugins), key=lambda item: (
+                rank.get(self._origin.get(item[1]), len(rank)), item[0]))
+            self._plugins = {name: self._plugins[name] for _, name in order}
 
     def _load_entry_points(self) -> None:
         if not self._entry_points_loaded:
@@ -92,6 +104,17 @@ class Registry:
     def all(self) -> list[Any]:
         self.load()
         return list(self._plugins.values())
+
+
+def _registering_module(package: str) -> Optional[str]:
+    """The module of ``package`` whose code is registering a plugin now (the nearest such frame), or None."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        name = frame.f_globals.get("__name__", "")
+        if name.startswith(package + "."):
+            return name
+        frame = frame.f_back
+    return None
 
 
 METHODS = Registry("method", "attrbench.methods", "attrbench.methods")
