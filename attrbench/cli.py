@@ -22,13 +22,11 @@ from .models import list_models, load_model, supported_architectures
 from .models.training.tasks import TASK_MODELS, retrain, task_model_folder, training_record
 from .registry import DATASETS, EVALS, METHODS, load_plugin_files
 from .report import write_report
-from .report.documents import budget_line
 from .report.plot import plot_maps
 from .runtime.config import read_config
 from .runtime.executors import LocalExecutor, RayExecutor
 from .runtime.options import DTYPES, RunOptions
 from .runtime.pipeline import evaluate, run_leaderboard, score_attributions
-from .runtime.records import costs_kind
 from .runtime.provenance import provenance, table, write_results
 
 # not results.parquet: that name is a compactly published folder's rows (runtime.store.COMPACT)
@@ -348,7 +346,7 @@ def cmd_run(args) -> None:
     executor = RayExecutor(args.address, args.workers) if args.executor == "ray" else LocalExecutor()
     summary = run_leaderboard(config, run_dir, executor, options, budget=args.budget, extend=args.extend)
     start = time.perf_counter()
-    paths = write_report(run_dir)
+    paths = write_report(run_dir, more=(1800, torch.get_num_threads()))
     summary["report_seconds"] = time.perf_counter() - start
     if args.json:
         print(json.dumps({**summary, **_paths_json(paths)}))
@@ -371,11 +369,9 @@ def cmd_run(args) -> None:
         print("\nfindings:\n" + "\n".join(f"- {finding}" for finding in paths["findings"]) + "\n")
     if paths["progress"]:
         print(f"progress: {paths['progress']}")
-        run = load_run(run_dir)
-        workers = torch.get_num_threads() if costs_kind(run.meta) == "cpu" else 1
-        more = budget_line(run.meta, run.records, 1800, workers)
-        if more:
-            print(f"the same command with --budget 30m would continue, at the cost per example measured: {more}")
+        if paths.get("more"):
+            print("the same command with --budget 30m would continue, at the cost per example measured: "
+                  f"{paths['more']}")
     if paths.get("computing"):
         print(f"still computing: {paths['computing']}")
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")

@@ -749,15 +749,21 @@ def _n(stats: dict) -> str:
     return f"{high:,}" if low == high else f"{low:,}–{high:,} per pair"
 
 
-def write_report(run_dir: str | Path, out: str | Path | None = None) -> dict:
+def write_report(run_dir: str | Path, out: str | Path | None = None, more: Optional[tuple[float, int]] = None
+                 ) -> dict:
     """Write ``leaderboard.md``, ``report.html``, ``statistics.json`` and ``figures/`` into ``out`` (default: the
-    run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib."""
+    run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib.
+    ``more``: (seconds, workers) for ``"more"`` in the answer, what that much more of the run would add
+    (:func:`budget_line`), from the rows read here rather than read again."""
     records, meta = collect(run_dir)
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
     # what the last rendering of this folder (or of the run folder) computed from the same inputs is not computed again
     with reusing(target, Path(run_dir)) as reuse:
         out = _render(run_dir, target, records, meta)
+    if more is not None:
+        seconds, workers = more
+        out["more"] = budget_line(meta, records, seconds, workers if costs_kind(meta) == "cpu" else 1)
     return {**out, "reused": reuse.reused, "computed": reuse.computed}
 
 

@@ -14,6 +14,7 @@ this one stopped; the leaderboard shows n per cell.
 """
 from __future__ import annotations
 
+import hashlib
 import shutil
 import sqlite3
 import time
@@ -39,7 +40,7 @@ from .options import DEFAULT_SHARD_SIZE, RunOptions
 from .plan import Job, Suite, SuitePlan, configured, example_tag, missing_jobs, plan_suite
 from .provenance import model_provenance
 from .records import costs_kind, failure_lines, metric_bounds, records_of, underived_statistic
-from .store import COMPACT, SHARED, Store, StoreError, run_store, writer_lock
+from .store import COMPACT, Store, StoreError, run_store, writer_lock
 
 
 class Pipeline:
@@ -98,6 +99,7 @@ class Pipeline:
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
                 "forward_seconds", "attribution_seconds")
         totals = {"jobs": 0, **dict.fromkeys(keys, 0), "model_lengths": Counter()}  # rows sent per input length
+        by_suite: dict[str, dict] = {}  # the same per suite (a floor is priced per model: benchmarks/bench_place.py)
         whole = {plan.index: dict(zip((e.id for e in plan.examples), plan.rows_per_example())) for plan in plans}
         costs: dict[str, dict] = {}  # per suite: the examples this run computed whole and their CPU seconds
         partial: dict[tuple, list] = {}  # (suite, example) -> [rows computed by this run, their CPU seconds]
@@ -117,6 +119,10 @@ class Pipeline:
             for key in keys:
                 totals[key] += counts.get(key, 0)
             totals["model_lengths"].update(counts.get("model_lengths", {}))
+            suite = by_suite.setdefault(plan.name, {**dict.fromkeys(keys, 0), "model_lengths": Counter()})
+            for key in keys:
+                suite[key] += counts.get(key, 0)
+            suite["model_lengths"].update(counts.get("model_lengths", {}))
             # an example is priced once this run has computed all of its rows, in one shard or over a verdict's
             # shard and a later one (each shard's seconds shared by its rows); an added method's rows price none
             if job.analysis is None:
@@ -138,8 +144,8 @@ class Pipeline:
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
-        return {**totals, "example_costs": costs, "planned_jobs": len(queue), "missing_jobs": missing,
-                "failed_rows": failed_now, "failures": failure_lines(list(failed.values())),
+        return {**totals, "suites": by_suite, "example_costs": costs, "planned_jobs": len(queue),
+                "missing_jobs": missing, "failed_rows": failed_now, "failures": failure_lines(list(failed.values())),
                 "stopped_by_budget": state["stopped"] and missing > 0}
 
     def collect(self, plans: Sequence[SuitePlan]) -> list[dict]:
@@ -168,10 +174,9 @@ class Pipeline:
         the shared rows (NAOPC's bounds, a reference's scores) and the random floors. A row is taken only where
         its key matches, and the key names the model's weights, dtype, dataset, split, evaluation with its
         parameters and example, so a copied row is the one this run would compute. Returns the rows copied."""
-        wanted = {key: (plan.name, evaluation.key, method_key, example.id)
-                  for plan in plans for evaluation, method, example, key in plan.rows()
-                  if method is None or isinstance(method, str)
-                  for method_key in [SHARED if method is None else method]}
+        wanted = {key: (plan.name, eval_key, method_key, example.id)
+                  for plan in plans for _, method, example, key, eval_key, method_key in plan.keyed_rows()
+                  if method is None or isinstance(method, str)}
         missing = set(wanted) - self.store.done(wanted)
         copied = 0
         for folder in folders:
@@ -402,7 +407,7 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
                          "reports/default")
     with closing(Store(published, readonly=True)) as store:  # refuses a damaged or older store before copying
         before = _costs_device(store)
-        altered = underived_statistic(source, store)
+        altered = _altered(source, published, store)
     if altered:
         rows = source / COMPACT if (source / COMPACT).is_file() else source / "store.sqlite"
         raise StoreError(f"--extend {source}: {rows} was altered after its report was written ({altered}): restore "
@@ -431,6 +436,24 @@ def _extend_from(source: Path, run_dir: Path, kind: str) -> None:
                 copy.set_meta(extended_from=origin)
                 copy.close()
             (run_dir / f"{name}.partial").replace(run_dir / name)
+
+
+def _altered(source: Path, published: Path, store: Store) -> Optional[str]:
+    """:func:`underived_statistic` of a folder, checked once per machine for a compact published folder: its rows
+    are rebuilt into a cache file named by their content, and a mark beside it, named by its statistics.json's
+    content, says these rows give these statistics (reading half a million rows again on every extension would
+    cost each placement seconds). A store.sqlite, which changes in place, is checked every time."""
+    statistics = source / "statistics.json"
+    if not (source / COMPACT).is_file() or not statistics.is_file() or published.parent == source:
+        return underived_statistic(source, store)
+    mark = published.with_name(f"{published.stem}.derives-"
+                               f"{hashlib.blake2b(statistics.read_bytes(), digest_size=16).hexdigest()}")
+    if mark.is_file():
+        return None
+    altered = underived_statistic(source, store)
+    if altered is None:
+        mark.touch()
+    return altered
 
 
 def _copy_renderings(source: Path, run_dir: Path) -> None:

@@ -176,6 +176,7 @@ class SuitePlan:
     stand_in: Optional[Example] = None  # the dataset's shortest example: each method's untimed warm-up runs on it
     floors: frozenset = frozenset()  # the keys of the evaluations that get floor rows (leaderboard runs)
     _by_key: dict = field(default_factory=dict, init=False, repr=False, compare=False)  # see :meth:`_lookup`
+    _rows: list = field(default_factory=list, init=False, repr=False, compare=False)  # see :meth:`keyed_rows`
 
     @property
     def name(self) -> str:
@@ -226,16 +227,24 @@ class SuitePlan:
     def rows(self) -> list[tuple[Evaluation, Optional[Method | str], Example, str]]:
         """Every scoring row of the suite: (evaluation, method (None for the shared row, the floor's key for the
         floor's, on :meth:`floor_sample_for` only), example, key)."""
-        out = []
+        return [row[:4] for row in self.keyed_rows()]
+
+    def keyed_rows(self) -> list[tuple[Evaluation, Optional[Method | str], Example, str, str, str]]:
+        """:meth:`rows` with each row's evaluation key and method key (:func:`method_key`), made once per plan: a
+        run asks for them when it looks up what is stored, copies published rows and makes its jobs (half a
+        million rows on reports/full)."""
+        if self._rows:
+            return self._rows
         for evaluation, methods in self.scoring:  # each key's parts made once per cell and per example
             eval_key, cells = evaluation.key, [(m, method_key(m)) for m in self.cells(evaluation, methods)]
             floored = len(self.floor_sample_for(evaluation))
             for k, example in enumerate(self.sample_for(evaluation)):
                 tag = example_tag(example)
-                out += [(evaluation, method, example, row_key(self.weights, self.dtype, self.dataset, self.split,
-                                                              eval_key, key, example.id, tag))
-                        for method, key in cells if k < floored or not isinstance(method, str)]
-        return out
+                self._rows += [(evaluation, method, example, row_key(self.weights, self.dtype, self.dataset,
+                                                                     self.split, eval_key, key, example.id, tag),
+                                eval_key, key)
+                               for method, key in cells if k < floored or not isinstance(method, str)]
+        return self._rows
 
     def rows_per_example(self) -> list[int]:
         """How many scoring rows each example has, in sampling order (an evaluation's sample is a prefix)."""
@@ -334,9 +343,9 @@ def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int,
     jobs = [Job(plan.index, analysis=(e.key, plan.analysis_key(e))) for e in plan.analyses
             if plan.analysis_key(e) not in done and only is None]
     todo: dict[str, list] = {}
-    for evaluation, method, example, key in plan.rows():
-        if key not in done and (only is None or (evaluation.key, example.id) in only):
-            todo.setdefault(example.id, []).append((evaluation.key, method_key(method), key))
+    for _, _, example, key, eval_key, mkey in plan.keyed_rows():
+        if key not in done and (only is None or (eval_key, example.id) in only):
+            todo.setdefault(example.id, []).append((eval_key, mkey, key))
     order = [e.id for e in plan.examples if e.id in todo]
     for start in range(0, len(order), shard_size):
         jobs.append(Job(plan.index, {i: todo[i] for i in order[start:start + shard_size]}))

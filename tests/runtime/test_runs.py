@@ -449,6 +449,36 @@ def test_a_compact_published_run_reads_and_extends_as_its_store_does(config_file
         assert "\n" not in str(err.value)
 
 
+def test_a_compact_published_folder_is_checked_against_its_statistics_once(config_file, tmp_path, monkeypatch):
+    """--extend reads a compact published folder's rows against its statistics.json once per machine (a mark beside
+    the rebuilt rows, named by statistics.json's content): a second extension skips the check, and a statistics.json
+    that no longer matches its rows is checked again and refused."""
+    from attrbench.runtime import pipeline
+
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["erasure_aopc"], methods=["alti", "blank_out"], n=4)
+    published, compact = tmp_path / "published", tmp_path / "compact"
+    run_leaderboard(config, published, progress=False)
+    compact.mkdir()
+    with closing(Store(published / "store.sqlite", readonly=True)) as store:
+        export_compact(store, compact / COMPACT)
+    write_report(compact)
+    checks, check = [], pipeline.underived_statistic
+    monkeypatch.setattr(pipeline, "underived_statistic", lambda *args: checks.append(args[0]) or check(*args))
+    config["suite"][0]["methods"] = ["alti", "blank_out", "grad_l2"]
+    for name in ("a", "b"):
+        assert run_leaderboard(config, tmp_path / name, progress=False, extend=compact)["attributions"] == 4
+    assert checks == [compact]  # the second extension trusts the first one's check
+    statistics = json.loads((compact / "statistics.json").read_text())
+    table = next(t for t in statistics.values() if isinstance(t, dict) and t.get("mean") and t.get("n_by_method")
+                 and "alti" in t["mean"])
+    table["mean"]["alti"] += 0.5
+    (compact / "statistics.json").write_text(json.dumps(statistics))
+    with pytest.raises(StoreError, match=rf"{re.escape(str(compact / COMPACT))} was altered after its report"):
+        run_leaderboard(config, tmp_path / "c", progress=False, extend=compact)
+    assert checks == [compact, compact]
+
+
 def test_an_example_over_a_methods_token_limit_stops_the_plan_before_any_work(config_file, tmp_path):
     config = read_config(config_file)
     config["suite"][0].update(evals=["erasure_aopc", "timing"], methods=["alti", "attention_flow"], n=4,
