@@ -511,3 +511,38 @@ def test_the_block_shapes_table_is_the_recorded_run():
     assert f"families are within {fixed(max(plain), 2)}× of their reference" in text
     assert f"costs {fixed(min(experts), 2)}–{fixed(max(experts), 2)}× its dense reference" in text
     assert f"n = {rec['rows'][0]['n']}) side by side" in text and f"alternating the two {rec['repeats']} times" in text
+
+
+def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
+    """docs/leaderboard-runs.md's and the plugin guide's costs of placing a method on reports/full are
+    benchmarks/results/place-method-full-cpu.json: a 2-minute budget places it provisionally on every suite's
+    headline, and the whole placement is set against its measured floor (the ratios recomputed here)."""
+    rec = record("place-method-full-cpu.json")
+    assert rec["published"] == "reports/full" and rec["threads"] == 2
+    (budgeted,), (whole,) = rec["methods"], rec["whole"]
+    assert budgeted["budget"] == "2m" and whole["method"] == budgeted["method"] == "my_grad_x_input"
+    first = list(budgeted["headline"].values())
+    assert len(first) == 4 and {h["verdict"] for h in first} == {"provisional"}
+    assert {h["verdict"] for h in whole["headline"].values()} == {"complete"}
+    floor = sum(s["floor_seconds"] for s in whole["floor_by_suite"].values())
+    assert abs(floor - whole["floor_seconds"]) < 0.2
+    assert whole["wall_over_floor"] == round(whole["wall_seconds"] / floor, 2)
+    assert whole["wall_over_floor_and_attribution"] == round(whole["wall_seconds"] /
+                                                            (floor + whole["attribution_seconds"]), 2)
+    ns = ", ".join(str(h["n"]) for h in first[:-1]) + f" and {first[-1]['n']}"
+    minutes = fixed(whole["wall_seconds"] / 60, 1)
+    text = page(LEADERBOARD_RUNS)
+    assert (f"took {fixed(budgeted['wall_seconds'])} s for the whole command and placed it provisionally on the "
+            f"headline of every suite (n = {ns} examples); placed on everything (every suite, metric, check and "
+            f"example: {whole['rows']:,} rows, {whole['model_rows']:,} model outputs) the command took {minutes} min, "
+            f"{whole['wall_over_floor']} times its floor of {fixed(floor, 1, thousands=True)} s") in text
+    assert (f"and {whole['wall_over_floor_and_attribution']} times floor plus its own "
+            f"{fixed(whole['attribution_seconds'], 1)} s of attribution") in text
+    forward = whole["forward_seconds"]
+    assert (f"the forward passes themselves took {fixed(forward, 1, thousands=True)} s, "
+            f"{fixed(forward / floor, 2)} times the floor") in text
+    guide = page(ROOT / "docs" / "writing-a-plugin.md")
+    assert (f"with `--budget 2m` the whole command took {fixed(budgeted['wall_seconds'])} s and placed the method "
+            f"provisionally on every suite's headline (n = {ns}); on everything ({whole['rows']:,} rows) it took "
+            f"{minutes} min, {whole['wall_over_floor_and_attribution']} times the floor of its model inputs plus its "
+            "own attribution time") in guide
