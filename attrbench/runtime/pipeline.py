@@ -98,8 +98,9 @@ class Pipeline:
 
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",
                 "forward_seconds", "attribution_seconds")
-        totals = {"jobs": 0, **dict.fromkeys(keys, 0), "model_lengths": Counter()}  # rows sent per input length
-        by_suite: dict[str, dict] = {}  # the same per suite (a floor is priced per model: benchmarks/bench_place.py)
+        # per suite (a floor is priced per model: benchmarks/bench_place.py), the run's totals their sums
+        by_suite: dict[str, dict] = {}  # model_lengths: rows sent per input length
+        finished = 0
         whole = {plan.index: dict(zip((e.id for e in plan.examples), plan.rows_per_example())) for plan in plans}
         costs: dict[str, dict] = {}  # per suite: the examples this run computed whole and their CPU seconds
         partial: dict[tuple, list] = {}  # (suite, example) -> [rows computed by this run, their CPU seconds]
@@ -115,10 +116,7 @@ class Pipeline:
             now = time.monotonic()
             seconds.setdefault((plan.index, job.analysis is not None), []).append(now - state["last"])
             state["last"] = now
-            totals["jobs"] += 1
-            for key in keys:
-                totals[key] += counts.get(key, 0)
-            totals["model_lengths"].update(counts.get("model_lengths", {}))
+            finished += 1
             suite = by_suite.setdefault(plan.name, {**dict.fromkeys(keys, 0), "model_lengths": Counter()})
             for key in keys:
                 suite[key] += counts.get(key, 0)
@@ -144,6 +142,8 @@ class Pipeline:
             bar.update(job.size())
         bar.close()
         missing = sum(len(jobs) for jobs in self.jobs(plans, only))
+        totals = {"jobs": finished, **{key: sum(suite[key] for suite in by_suite.values()) for key in keys},
+                  "model_lengths": sum((suite["model_lengths"] for suite in by_suite.values()), Counter())}
         return {**totals, "suites": by_suite, "example_costs": costs, "planned_jobs": len(queue),
                 "missing_jobs": missing, "failed_rows": failed_now, "failures": failure_lines(list(failed.values())),
                 "stopped_by_budget": state["stopped"] and missing > 0}
