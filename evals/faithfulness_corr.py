@@ -47,6 +47,8 @@ the key (``attrbench.params``): the MiniLM rows keep their keys; a language mode
 the method with the parameters it has off their defaults: ``grad_l2``, ``blank_out`` (unsigned) or
 ``blank_out(signed=True)``.
 """
+import numpy as np
+
 from attrbench.plugin import METHODS, Evaluation, InputError, Param, UnknownPluginError, register, spearman
 from attrbench.plugin.internal import RANKS, expected_spearman, head_kind, non_special, params_key
 
@@ -120,12 +122,33 @@ class FaithfulnessCorr(Evaluation):
         super().check(adapter, methods, context)
         super().check(adapter, [self.reference_method_for(adapter, context.dataset)], context)
 
-    def score(self, work, result):
+    score_reads_shared = True
+
+    def _reference(self, work):
+        """The reference method and its label: named by the parameters it has off their defaults (grad_l2,
+        blank_out, blank_out(signed=True))."""
         reference = self.reference_method_for(work.adapter, work.dataset)
-        # named by the parameters it has off their defaults: grad_l2, blank_out, blank_out(signed=True)
-        label = params_key(reference.name, {k: v for k, v in reference.get_params().items()
-                                            if v != reference.params[k].default})
-        ref_values = work.attribution(reference).values
+        return reference, params_key(reference.name, {k: v for k, v in reference.get_params().items()
+                                                       if v != reference.params[k].default})
+
+    def shared(self, work):
+        """The reference's scores of the example (every token), which every method is compared with: kept in the
+        example's shared row, so that a method added to a run that holds the row does not attribute the reference
+        again (blank_out's, one model input per token, cost more than a gradient method's own attribution)."""
+        reference, label = self._reference(work)
+        return {"reference": label, "values": [float(v) for v in work.attribution(reference).values]}
+
+    def reference_values(self, work) -> np.ndarray:
+        """The reference's scores: from the example's shared row where the run holds it, else attributed."""
+        reference, label = self._reference(work)
+        held = work.shared_payload(self)
+        if isinstance(held, dict) and held.get("reference") == label and len(held.get("values") or ()) == len(work.ids):
+            return np.asarray(held["values"], dtype=np.float64)
+        return work.attribution(reference).values  # a row written before it held the reference's scores
+
+    def score(self, work, result):
+        _, label = self._reference(work)
+        ref_values = self.reference_values(work)
         keep = non_special(work.adapter, work.ids)
         value = PUBLISHED.get(work.dataset, {}).get(result.method)
         # the paper's numbers hold for its own (unsigned) reference only
@@ -138,11 +161,9 @@ class FaithfulnessCorr(Evaluation):
         """E[Spearman(uniformly random scores, reference)], exact (``attrbench.ops.floors``): 0 with scipy's
         tie-corrected ranks, a closed form in the reference's dense ranks with ``dense``; None where the reference
         is constant (as for every method). Costs the reference attribution only."""
-        reference = self.reference_method_for(work.adapter, work.dataset)
-        label = params_key(reference.name, {k: v for k, v in reference.get_params().items()
-                                            if v != reference.params[k].default})
+        _, label = self._reference(work)
         keep = non_special(work.adapter, work.ids)
-        return {"spearman": expected_spearman(work.attribution(reference).values[keep], self.rank),
+        return {"spearman": expected_spearman(self.reference_values(work)[keep], self.rank),
                 "reference": label, "rank": self.rank, "published": None, "mc_se": {"spearman": 0.0},
                 "floor": {"exact": True, "how": "exact: 0 with tie-corrected ranks (a uniformly random permutation "
                                                 "against fixed ranks), a closed form with dense ranks"}}

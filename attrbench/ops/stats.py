@@ -15,6 +15,7 @@ table says "n too small to rank".
 """
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from typing import Optional, Sequence
@@ -78,6 +79,13 @@ def mean_of_defined(values, axis: int) -> list[Optional[float]]:
     return [None if c == 0 else float(s / c) for s, c in zip(sums, counts)]
 
 
+@functools.lru_cache(maxsize=None)
+def _t_quantiles(df: int) -> tuple[float, float]:
+    """The standard t quantiles of a two-sided ``LEVEL`` interval (``scipy.stats.t.interval``'s): a report asks for
+    thousands of intervals over a few sample sizes."""
+    return sst.t.ppf((1.0 - LEVEL) / 2, df), sst.t.ppf((1.0 + LEVEL) / 2, df)
+
+
 def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 0,
              bounds: Optional[Sequence[Optional[float]]] = None) -> dict:
     """95 % Student-t interval of the mean of the defined values: ``{"ci": [lo, hi], "ci_method": "t"}``.
@@ -94,7 +102,9 @@ def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 
         return {"ci": None, "ci_note": f"CI needs n ≥ 2 (n = {len(data)})"}
     if np.ptp(data) == 0:
         return {"ci": [float(data[0])] * 2, "ci_method": "all values equal"}
-    t_interval = sst.t.interval(LEVEL, len(data) - 1, loc=data.mean(), scale=sst.sem(data))
+    low_q, high_q = _t_quantiles(len(data) - 1)  # scipy's t.interval, its arithmetic in its order, per-df ppf kept
+    scale, loc = np.std(data, ddof=1) / np.sqrt(len(data)), data.mean()
+    t_interval = (low_q * scale + loc, high_q * scale + loc)
     floor, ceiling = bounds or (None, None)
     low = t_interval[0] if floor is None else max(t_interval[0], floor)
     high = t_interval[1] if ceiling is None else min(t_interval[1], ceiling)

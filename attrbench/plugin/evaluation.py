@@ -80,6 +80,7 @@ class ExampleWork:
         self.ids: list[int] = adapter.tokenizer(example.text)["input_ids"]
         self._resolved: Optional[ResolvedTarget] = None
         self._perturbations: dict[tuple, Perturbations] = {}
+        self.given: dict[str, Any] = {}  # evaluation key -> this example's shared payload, as a run already holds it
 
     @property
     def resolved(self) -> ResolvedTarget:
@@ -98,6 +99,14 @@ class ExampleWork:
 
     def attribution(self, method: Method) -> MethodResult:
         return self.workspace.attribution(self.adapter, method, self.example)
+
+    def shared_payload(self, evaluation: "Evaluation") -> Any:
+        """``evaluation``'s shared payload of this example (one that :attr:`Evaluation.score_reads_shared`): the one
+        the run holds where it gave it (a published run's row, so that a method added to it does not recompute
+        what the row holds), else computed once here. None where the held row predates what it holds now."""
+        if evaluation.key not in self.given:
+            self.given[evaluation.key] = evaluation.shared(self)
+        return self.given[evaluation.key]
 
     def rng(self, salt: str) -> np.random.Generator:
         """A generator seeded by the run's seed, the example and ``salt``: the same draws for every method."""
@@ -144,6 +153,9 @@ class Evaluation(Configurable):
     reference: str = ""
     needs_methods: bool = True
     score_methods_only: bool = True  # needs input attributions (not token-to-token maps)
+    # whether ``score`` reads the example's shared payload (``work.shared_payload(self)``; ``shared`` then gives a
+    # plain dict that depends on the example's text and target only): a run hands a job the stored one
+    score_reads_shared: bool = False
     # -- for the report --
     primary_metric: Optional[str] = None  # the metric its tables are ranked by (default: the first)
     higher_is_better: dict[str, bool] = {}  # each metric's direction (its keys: the metrics score() gives)

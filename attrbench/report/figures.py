@@ -46,12 +46,13 @@ def _file_digest(path: Path) -> str:
 
 
 def _by_rows(value, reuse):
-    """A figure's input for its key, its records by their digests (each record digested once per rendering)."""
+    """A figure's input for its key, its records by their digests (each record digested once per rendering); a
+    table by what a figure reads of it (its note and cells are words, which no figure draws: a note that says a
+    method is still computing redraws nothing)."""
     if isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
         return {"~rows": reuse.rows(value)}
     if isinstance(value, Table):
-        return {"~table": [value.title, _by_rows(value.group, reuse), value.evaluation, value.statistics, value.note,
-                           value.frame, value.figures]}
+        return {"~table": [value.title, _by_rows(value.group, reuse), value.evaluation, value.statistics]}
     return value
 
 
@@ -216,17 +217,24 @@ def pareto_front(points: list[tuple[float, float]]) -> list[int]:
             if not any(c2 <= c and q2 >= q and (c2, q2) != (c, q) for c2, q2 in points)]
 
 
-@cached
 def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The mean-rank view of a ranked table (Demšar's critical-difference diagram, scikit-posthocs): average ranks on
     a line, methods within one Nemenyi group joined by a bar, the critical difference drawn to scale. Labelled as
-    the mean-rank view: which pairs it joins depends on the other methods in the pool; the verdicts are pairwise."""
-    import scikit_posthocs as sp  # heavy (seaborn, statsmodels): only when a report is drawn
-
+    the mean-rank view: which pairs it joins depends on the other methods in the pool; the verdicts are pairwise.
+    Kept while what it draws is unchanged (a method still computing changes the table's note, not this view)."""
     stats = table.statistics
     view = (stats or {}).get("mean_rank") or {}
     if view.get("verdict") not in ("ranked", "no difference found") or stats["k"] < 2:
         return []
+    return _critical_difference(table.title, table.model, table.dataset, table.evaluation.name, view,
+                                {k: stats[k] for k in ("alpha", "metric", "n")}, folder)
+
+
+@cached
+def _critical_difference(name: str, model: str, dataset: str, evaluation: str, view: dict, stats: dict,
+                         folder: Path) -> list[tuple[str, Path]]:
+    import scikit_posthocs as sp  # heavy (seaborn, statsmodels): only when a report is drawn
+
     ranks = pd.Series(view["average_rank"])
     order = list(ranks.sort_values().index)
     matrix = pd.DataFrame(1.0, index=order, columns=order)
@@ -248,10 +256,10 @@ def critical_difference(table: Table, folder: Path) -> list[tuple[str, Path]]:
         ax.plot([start, end], [1, 1], transform=above, color="k", lw=2, clip_on=False)
         ax.text((start + end) / 2, 1, f"CD = {view['cd']:.2g}", transform=mtransforms.offset_copy(
             above, fig=fig, y=3, units="points"), ha="center", va="bottom", fontsize=8)
-    title = (f"{table.title}: mean-rank view of {stats['metric']} (n = {stats['n']}, "
+    title = (f"{name}: mean-rank view of {stats['metric']} (n = {stats['n']}, "
              f"{'Nemenyi CD %.2f' % view['cd'] if view.get('cd') else view['verdict']}; depends on the pool, "
              "not the verdicts)")
-    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-cd".translate(SAFE)
+    stem = f"{short(model)}-{short(dataset)}-{evaluation}-{stats['metric']}-cd".translate(SAFE)
     return [(title, save_figure(fig, folder / f"{stem}.png", textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 
 
@@ -259,32 +267,44 @@ TIER_COLOURS = ("#c44e52", "#dd8452", "#4c72b0", "#55a868", "#8172b3", "#937860"
 FLOOR_MARKS = {"better": ("▲", "#2a7a2a"), "not separated": ("●", "#777777"), "worse": ("▼", "#b22222")}
 
 
-@cached
 def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
     """The pairwise verdicts of a ranked table at a glance: each method's mean with its 95 % interval, best at the
     top, coloured by its group (from the pairwise tests), the random floor's mean as a dashed line, and each
-    method's verdict against the floor (▲ better, ● not separated, ▼ worse) at the right."""
+    method's verdict against the floor (▲ better, ● not separated, ▼ worse) at the right. Drawn from the ranked
+    methods only (a provisional one is in no group), and kept while what it draws is unchanged."""
     stats = table.statistics
     if stats is None or not stats.get("order"):
         return []
     by_method = {r["method"]: r for r in table.group if r["metric"] == stats["metric"] and r["mean"] is not None}
-    rows = [by_method[m] for m in stats["order"] if m in by_method]
+    rows = [{"method": m, "mean": by_method[m]["mean"], "ci": by_method[m].get("ci")}
+            for m in stats["order"] if m in by_method]
     if not rows:
         return []
+    floors = {r["method"]: (stats.get("floor") or {}).get(r["method"], {}).get("verdict") for r in rows}
+    shown = {"tier": stats.get("tier") or {}, "floor": floors,
+             "floor_mean": (stats.get("floor_summary") or {}).get("mean"),
+             "aliases": {r["method"]: alias_label(r["method"], stats) for r in rows},
+             **{k: stats.get(k) for k in ("metric", "higher_is_better", "pair_n", "verdict")}}
+    return _verdicts(table.title, table.model, table.dataset, table.evaluation.name, rows, shown, folder)
+
+
+@cached
+def _verdicts(name: str, model: str, dataset: str, evaluation: str, rows: list[dict], stats: dict, folder: Path
+              ) -> list[tuple[str, Path]]:
     fig, ax = new_figure((HALF_PAGE_INCHES, 0.19 * len(rows) + 1.3))
     y = np.arange(len(rows))[::-1]
-    tier = stats.get("tier") or {}
+    tier = stats["tier"]
     colours = [TIER_COLOURS[(tier.get(r["method"], 0) - 1) % len(TIER_COLOURS)] if tier.get(r["method"])
                else "#888888" for r in rows]
     errors = _ci_errors(rows)
     for yi, r, colour, low, high in zip(y, rows, colours, errors[0], errors[1]):
         ax.errorbar(r["mean"], yi, xerr=[[low], [high]], fmt="o", ms=4, color=colour, ecolor=colour, capsize=2)
-    ax.set_yticks(y, [alias_label(r["method"], stats) for r in rows], fontsize=7)
-    floor = (stats.get("floor_summary") or {}).get("mean")
+    ax.set_yticks(y, [stats["aliases"][r["method"]] for r in rows], fontsize=7)
+    floor = stats["floor_mean"]
     if floor is not None:
         ax.axvline(floor, color="#555", ls="--", lw=1, label="random floor (expected score)")
         for yi, r in zip(y, rows):
-            verdict = (stats.get("floor") or {}).get(r["method"], {}).get("verdict")
+            verdict = stats["floor"][r["method"]]
             if verdict in FLOOR_MARKS:
                 mark, colour = FLOOR_MARKS[verdict]
                 ax.text(1.01, yi, mark, transform=ax.get_yaxis_transform(), color=colour, fontsize=7, va="center")
@@ -295,9 +315,9 @@ def verdicts(table: Table, folder: Path) -> list[tuple[str, Path]]:
     groups_shown = sorted({t for t in tier.values()})
     what = (f"groups {groups_shown[0]}–{groups_shown[-1]} by colour" if len(groups_shown) > 1 else
             "one group" if groups_shown else stats["verdict"])
-    title = (f"{table.title}: {stats['metric']} (n = {stats['pair_n'][1] if stats.get('pair_n') else 0}; "
+    title = (f"{name}: {stats['metric']} (n = {stats['pair_n'][1] if stats.get('pair_n') else 0}; "
              f"pairwise Wilcoxon–Holm, {what}; ▲●▼ vs the random floor)")
-    stem = f"{short(table.model)}-{short(table.dataset)}-{table.evaluation.name}-{stats['metric']}-verdicts"
+    stem = f"{short(model)}-{short(dataset)}-{evaluation}-{stats['metric']}-verdicts"
     return [(title, save_figure(fig, folder / f"{stem.translate(SAFE)}.png",
                                 textwrap.fill(title, HALF_PAGE_TITLE_CHARS)))]
 

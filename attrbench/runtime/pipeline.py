@@ -94,6 +94,9 @@ class Pipeline:
                 if budget is not None and time.monotonic() - started + typical > budget:
                     state["stopped"] = True
                     return
+                # what its scores read of stored shared rows (a published run's, or an earlier job's), handed over
+                held = self.store.get(job.shared_reads(plans[job.suite]))
+                job.given = {key: payload for key, payload in held.items() if payload is not None}
                 yield plans[job.suite], job
 
         keys = ("rows", "model_rows", "distinct_rows", "cached_rows", "attributions", "requested_rows",

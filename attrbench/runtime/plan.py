@@ -323,17 +323,33 @@ class Job:
     suite: int
     rows: dict[str, list[tuple[str, str, str]]] = field(default_factory=dict)  # example id -> (eval, method, key)
     analysis: Optional[tuple[str, str]] = None  # (evaluation key, row key)
+    # the stored shared payloads its rows' scores read (``Evaluation.score_reads_shared``), by the shared row's key
+    given: dict[str, object] = field(default_factory=dict)
 
     def size(self) -> int:
         return sum(len(v) for v in self.rows.values()) + (self.analysis is not None)
 
     def as_dict(self) -> dict:
-        return {"suite": self.suite, "rows": self.rows, "analysis": self.analysis}
+        return {"suite": self.suite, "rows": self.rows, "analysis": self.analysis, "given": self.given}
 
     @classmethod
     def from_dict(cls, job: dict) -> "Job":
         return cls(job["suite"], {k: [tuple(r) for r in v] for k, v in job["rows"].items()},
-                   tuple(job["analysis"]) if job["analysis"] else None)
+                   tuple(job["analysis"]) if job["analysis"] else None, job.get("given") or {})
+
+    def shared_reads(self, plan: "SuitePlan") -> dict[str, tuple[str, str]]:
+        """The shared rows its method rows' scores read (:attr:`Evaluation.score_reads_shared`) that it does not
+        compute itself: key -> (evaluation key, example id)."""
+        by_id = {e.id: e for e in plan.examples}
+        out = {}
+        for example_id, cells in self.rows.items():
+            computed = {eval_key for eval_key, cell, _ in cells if cell == SHARED}
+            for eval_key, cell, _ in cells:
+                evaluation = plan.evaluation(eval_key)
+                if evaluation.score_reads_shared and eval_key not in computed and cell != plan.floor_of(eval_key) \
+                        and cell != SHARED:
+                    out[plan.row_key(evaluation, None, by_id[example_id])] = (eval_key, example_id)
+        return out
 
 
 def missing_jobs(plan: SuitePlan, done: set[str], shard_size: int,
@@ -393,6 +409,10 @@ def run_job(context: RunContext, plan: SuitePlan, job: Job, progress: bool = Fal
                                                   disable=not progress, leave=False):
         evaluation, example = plan.evaluation(eval_key), by_id[example_id]
         item = eval_context.work(adapter, example)
+        if job.given and evaluation.score_reads_shared and eval_key not in item.given:
+            held = job.given.get(plan.row_key(evaluation, None, example))
+            if held is not None:
+                item.given[eval_key] = held
         if cell == SHARED:
             work[key] = evaluation.shared(item)
         elif cell == plan.floor_of(eval_key):

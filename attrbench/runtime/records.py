@@ -140,6 +140,7 @@ def collect(run_dir: str | Path) -> tuple[list[dict], dict]:
         meta = {k: store.meta(k) for k in META_KEYS}
         if meta["config"] is None or meta["plan"] is None:
             raise StoreError(f"{path} has no run metadata; it was not written by `attrbench run`")
+        store.hold()  # the records read nearly every row
         records = [r for suite in meta["plan"] for r in records_of(suite, store)]
     finally:
         store.close()

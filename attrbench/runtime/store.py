@@ -63,6 +63,7 @@ class StoreError(AttrbenchError):
 class Store:
     def __init__(self, path: str | Path, readonly: bool = False):
         self.path = Path(path) if str(path) != ":memory:" else None
+        self._held: Optional[dict[str, tuple[str, str]]] = None  # every row, once :meth:`hold` has read them
         try:
             if self.path is None:
                 self.db = sqlite3.connect(":memory:", isolation_level=None)
@@ -132,14 +133,25 @@ class Store:
             self.db.executemany("INSERT OR IGNORE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?)", values)
             self._write_meta(meta or {})
 
+    def hold(self) -> None:
+        """Read every row in one scan of the table and answer :meth:`get` from memory until :meth:`close`: a report
+        reads nearly every row, and one scan is several times faster than looking up half a million keys (a
+        published run's 500 k rows hold about 110 MB of text)."""
+        self._held = {key: (payload, digest) for key, payload, digest in
+                      self.db.execute("SELECT key, payload, sha256 FROM results")}
+
     def get(self, keys: Iterable[str]) -> dict[str, object]:
         """The payloads of those of ``keys`` that are stored; a row whose checksum fails raises."""
         keys, out = list(keys), {}
+        held = self._held
         for start in range(0, len(keys), 500):
             chunk = keys[start:start + 500]
-            marks = ",".join("?" * len(chunk))
-            query = f"SELECT key, payload, sha256 FROM results WHERE key IN ({marks})"
-            found = self.db.execute(query, chunk).fetchall()
+            if held is not None:
+                found = [(key, *held[key]) for key in chunk if key in held]
+            else:
+                marks = ",".join("?" * len(chunk))
+                query = f"SELECT key, payload, sha256 FROM results WHERE key IN ({marks})"
+                found = self.db.execute(query, chunk).fetchall()
             for key, payload, digest in found:
                 if text_sha256(payload) != digest:
                     raise StoreError(f"result '{key}' in {self.path} fails its checksum (the file was damaged); "
@@ -155,6 +167,7 @@ class Store:
         return self.db.execute("SELECT COUNT(*) FROM results").fetchone()[0]
 
     def close(self) -> None:
+        self._held = None
         self.db.close()
 
 

@@ -80,3 +80,39 @@ def test_a_metrics_bars_have_tick_labels_that_do_not_overlap(scale, tmp_path, mo
                  if t.get_visible() and t.get_text()]
         assert len(ticks) >= 2
         assert not any(a.overlaps(b) for i, a in enumerate(ticks) for b in ticks[i + 1:])
+
+
+def test_a_method_still_computing_redraws_no_verdict_or_mean_rank_figure_and_a_changed_mean_does(tmp_path):
+    """A provisional method changes a table's note, its statistics' ``provisional`` entry and its records, not
+    what the verdict and mean-rank figures draw (the ranked methods): both are kept. A ranked method's mean is
+    drawn, so changing it draws the verdict figure again (the mean-rank view does not show means: kept)."""
+    from attrbench.ops.reuse import reusing
+
+    methods = ["alti", "decompx", "lime"]
+    ranks = dict(zip(methods, [1.2, 2.0, 2.8]))
+    statistics = {"verdict": "ranked", "k": 3, "order": methods, "alpha": 0.05, "metric": "aopc", "n": 30,
+                  "higher_is_better": True, "pair_n": [30, 30], "tier": {"alti": 1, "decompx": 2, "lime": 2},
+                  "floor": {m: {"verdict": "better"} for m in methods}, "floor_summary": {"mean": 0.1},
+                  "mean_rank": {"verdict": "ranked", "nemenyi": {"alti vs decompx": 0.5, "alti vs lime": 0.01,
+                                                                 "decompx vs lime": 0.5}, "average_rank": ranks}}
+    group = [{"method": m, "metric": "aopc", "mean": 0.5 - 0.1 * k, "ci": [0.4 - 0.1 * k, 0.6 - 0.1 * k]}
+             for k, m in enumerate(methods)]
+    evaluation = SimpleNamespace(name="erasure_aopc")
+
+    def draw(table, folder):
+        with reusing(folder) as reuse:
+            paths = figures.verdicts(table, folder) + figures.critical_difference(table, folder)
+        return reuse.computed, [p.read_bytes() for _, p in paths]
+
+    published = Table("minilm-l6-sst2", "sst2", evaluation, group, None, "published", statistics)
+    computed, drawn = draw(published, tmp_path)
+    assert computed == 2 and len(drawn) == 2
+    placed = Table("minilm-l6-sst2", "sst2", evaluation,
+                   group + [{"method": "mine", "metric": "aopc", "mean": 0.9, "ci": [0.8, 1.0]}], None,
+                   "published; still computing: mine (30 of 872 examples)",
+                   {**statistics, "provisional": {"mine": {"n": 30, "comparisons": 4}}})
+    assert draw(placed, tmp_path) == (0, drawn)
+    moved = Table("minilm-l6-sst2", "sst2", evaluation, [{**group[0], "mean": 0.55}, *group[1:]], None, "published",
+                  statistics)
+    computed, again = draw(moved, tmp_path)
+    assert computed == 1 and again[0] != drawn[0] and again[1] == drawn[1]

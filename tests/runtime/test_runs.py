@@ -19,6 +19,7 @@ import torch
 from attrbench.datasets.lookup import examples_for, sample
 from attrbench.errors import InputError
 from attrbench.models import load_model
+from attrbench.ops.hashing import text_sha256
 from attrbench.plugin import Method, MethodResult
 from attrbench.registry import EVALS, METHODS
 import attrbench
@@ -606,6 +607,38 @@ def test_a_report_of_part_of_a_run_shows_n_per_cell(config_file, tmp_path):
     short = [{**r, "sample_size": 1} if r["eval"] == "erasure_aopc" else r for r in records]
     assert progress_line(meta, short) == \
         "2 of 2 examples (tiny-gpt2 · sva-generated; erasure_aopc on 1 of 2 examples so far)"
+
+
+def test_a_method_added_to_a_run_is_compared_with_the_reference_the_run_holds(tmp_path):
+    """faithfulness_corr's shared row holds its reference's scores: an extension attributes the added method only
+    (not the reference again), and its Spearman is the one a run computing everything gives. A row written before
+    it held them (payload null) still scores: the reference is attributed then."""
+    (tmp_path / "tiny.toml").write_text("""
+name = "tiny"
+seed = 3
+[[suite]]
+model = "tiny-gpt2"
+dataset = "sva-linzen"
+n = 4
+methods = ["grad_x_input"]
+evals = ["faithfulness_corr"]
+""")
+    config = read_config(tmp_path / "tiny.toml")
+    assert run_leaderboard(config, tmp_path / "published", progress=False)["attributions"] == 4 + 4  # + reference
+    (tmp_path / "published" / "work.sqlite").unlink()  # published without its shared-work cache, as reports/full
+    config["suite"][0]["methods"] = ["grad_x_input", "grad_l2"]
+    assert run_leaderboard(config, tmp_path / "mine", progress=False, extend=tmp_path / "published")[
+        "attributions"] == 4
+    assert run_leaderboard(config, tmp_path / "fresh", progress=False)["attributions"] == 4 + 4 + 4
+
+    def spearman(folder):
+        return {r["method"]: r["values"] for r in collect(folder)[0] if r["metric"] == "spearman"}
+    assert spearman(tmp_path / "mine") == spearman(tmp_path / "fresh")
+    with closing(sqlite3.connect(tmp_path / "published" / "store.sqlite")) as db, db:  # as rows written before
+        db.execute("UPDATE results SET payload = 'null', sha256 = ? WHERE method = '-'", (text_sha256("null"),))
+    assert run_leaderboard(config, tmp_path / "older", progress=False, extend=tmp_path / "published")[
+        "attributions"] == 4 + 4
+    assert spearman(tmp_path / "older") == spearman(tmp_path / "fresh")
 
 
 def test_checksums_damage_and_other_weights_are_refused(config_file, tmp_path):
