@@ -17,12 +17,14 @@ from attrbench.errors import InputError
 
 pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
 
-GEN = torch.Generator().manual_seed(3)
 
 
-def _game(players=7, rows=2, elements=12, gated=False):
+def _game(players=7, rows=2, elements=12, gated=False, seed=3):
+    """A random game of its own seed: the same parts whichever tests ran before it in the process (pytest-xdist
+    deals tests to workers in no fixed order)."""
+    generator = torch.Generator().manual_seed(seed)
     shape = (players, rows, elements)
-    parts = [torch.randn(shape, dtype=torch.float64, generator=GEN) for _ in range(2 if gated else 1)]
+    parts = [torch.randn(shape, dtype=torch.float64, generator=generator) for _ in range(2 if gated else 1)]
     return ACT2FN["silu" if gated else "gelu"], parts
 
 
