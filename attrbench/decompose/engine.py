@@ -29,7 +29,7 @@ from ..models.adapter import LayerCapture, TransformerAdapter
 from ..models.architectures import no_reader_reason
 from ..models.spec import LayerSpec, Linear
 from . import shapley, stages
-from .ff_split import FF_SPLITS
+from .ff_split import FF_SPLITS, prepare_many
 from .layout import Layout, layout_for
 
 VALUE_BIAS = ("token", "bias")
@@ -164,6 +164,12 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         ff_in = cap.ln2_out if norm_first else cap.ln1_out
         ff_split = FF_SPLITS[options.ff_attribution]
         units: dict[int, tuple] = {}
+        routed_rows, prepared_experts = {}, {}
+        if spec.experts is not None:  # each expert's rows, and the split's preparation on them, for all at once
+            hit = [e for e in torch.unique(cap.expert_ids).tolist() if e < len(spec.experts)]
+            routed_rows = {e: (cap.expert_ids == e).any(-1).nonzero().flatten() for e in hit}
+            prepared_experts = dict(zip(hit, prepare_many(ff_split, [spec.experts[e] for e in hit],
+                                                          [ff_in[routed_rows[e]] for e in hit])))
 
         def unit(e: int) -> tuple:
             """One FF's weights folded for the chunks (a mixture of experts has one per expert, made when a token
@@ -182,10 +188,10 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
                 if spec.experts is None:
                     units[e] = ff_e, projections, per_head_pre, own_pre, ff_split.prepare(ff_e, ff_in), None
                 else:  # the split's preparation on the rows routed to the expert only; ``place`` finds them there
-                    routed = (cap.expert_ids == e).any(-1).nonzero().flatten()
+                    routed = routed_rows[e]
                     place = torch.full((n,), -1, dtype=torch.long, device=cap.x.device)
                     place[routed] = torch.arange(len(routed), device=cap.x.device)
-                    units[e] = ff_e, projections, per_head_pre, own_pre, ff_split.prepare(ff_e, ff_in[routed]), place
+                    units[e] = ff_e, projections, per_head_pre, own_pre, prepared_experts[e], place
             return units[e]
 
         def ff_chunk(e: int, r0: int, r1: int, alpha_t: torch.Tensor, ff_in_bias: torch.Tensor, m: int,
@@ -214,8 +220,9 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
                              out=ws.get("ff" if sel is None else "expert", (m * len(rows), d), cap.x))
             return parts.view(m, len(rows), d), ff_e.w_out(act.bias), act.sampling_se
 
-    # Equal row chunks whose widest tensor, (n, rows, d' or d), stays within chunk_bytes.
-    width = ff.w_out.weight.shape[0] if want_ff else d
+    # Equal row chunks whose widest tensor, (n, rows, d' or d), stays within chunk_bytes. A mixture's rows each reach
+    # k experts: chunked as a dense FF of the k experts' width, so a causal model skips as many columns j > i.
+    width = ff.w_out.weight.shape[0] * (1 if spec.experts is None else cap.expert_ids.shape[-1]) if want_ff else d
     rows_max = max(1, min(n, options.chunk_bytes // max(1, n * width * cap.x.element_size())))
     rows_per_chunk = -(-n // -(-n // rows_max))
 
@@ -271,7 +278,7 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
             for e, sel, weight in stages.routed(cap.expert_ids[r0:r1], cap.expert_weights[r0:r1].to(cap.x.dtype),
                                                 len(spec.experts)):
                 parts_e, bias_e, se_e = ff_chunk(e, r0, r1, alpha_t, ff_in_bias, m, sel)
-                ff_parts.index_add_(1, sel, parts_e * weight[None, :, None])
+                ff_parts.index_add_(1, sel, parts_e.mul_(weight[None, :, None]))
                 ff_bias.index_add_(0, sel, bias_e * weight[:, None])
                 se = max(se, se_e)
         sampling_se = max(sampling_se, se)

@@ -46,6 +46,17 @@ class IntegratedGradientsSplit:
             return stages.gated_ig_factors(ff.activation, ff.w_in(ff_in), ff.up(ff_in))
         return (stages.ig_share(ff.activation, ff.w_in(ff_in)),)
 
+    def prepare_batched(self, ffs, ins: list[torch.Tensor]) -> list:
+        """``prepare`` of FFs sharing one activation (a mixture's experts, each on its routed rows) in one pass: the
+        factors are element-wise, so joining the rows changes no value and pays the quadrature's calls once."""
+        gate = torch.cat([ff.w_in(x) for ff, x in zip(ffs, ins)])
+        if ffs[0].gated:
+            factors = stages.gated_ig_factors(ffs[0].activation, gate, torch.cat([ff.up(x) for ff, x in zip(ffs, ins)]))
+        else:
+            factors = (stages.ig_share(ffs[0].activation, gate),)
+        pieces = [factor.split([len(x) for x in ins]) for factor in factors]
+        return [tuple(piece[i] for piece in pieces) for i in range(len(ffs))]
+
     def split(self, ff, factors, pre: Projected, rows: slice, samples: int, seed: int) -> Split:
         if ff.gated:  # IG(a_j) + IG(c_j) = a_j S_c I1 + c_j I0
             (gate, gate_bias), (up, up_bias) = pre
@@ -104,6 +115,16 @@ def _with_shap(engine: str):
     def run(activation, players, samples, seed):
         return shapley.with_shap(activation, players, engine, samples, seed), 0.0
     return run
+
+
+def prepare_many(split, ffs, ins: list[torch.Tensor]) -> list:
+    """``split``'s preparation of several FFs (a mixture's experts on their routed rows): in one pass where the
+    split can join them (``prepare_batched``; FFs of one activation and kind), else one by one."""
+    batched = getattr(split, "prepare_batched", None)
+    if batched is not None and len(ffs) > 1 and all(
+            ff.activation is ffs[0].activation and ff.gated == ffs[0].gated for ff in ffs):
+        return batched(ffs, ins)
+    return [split.prepare(ff, x) for ff, x in zip(ffs, ins)]
 
 
 FF_SPLITS = {

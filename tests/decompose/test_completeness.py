@@ -131,6 +131,16 @@ def test_row_chunking_does_not_change_maps(tiny_models):
         assert abs(whole.maps[scope] - chunked.maps[scope]).max() < 1e-13
 
 
+def test_row_chunking_does_not_change_a_mixture_of_experts_maps():
+    """A mixture's chunks are sized by its k active experts' width; each chunk routes its rows to their experts."""
+    adapter = load_model("tiny-mixtral", "float64")
+    whole = attrbench.decompose(adapter, TEXTS[:1])[0]
+    for chunk_bytes in (1, 3 * 2**10):  # one row per chunk; a few rows per chunk
+        chunked = attrbench.decompose(adapter, TEXTS[:1], chunk_bytes=chunk_bytes)[0]
+        for scope in whole.maps:
+            assert abs(whole.maps[scope] - chunked.maps[scope]).max() < 1e-13, (chunk_bytes, scope)
+
+
 # --- the families of 2025-26: every block shape (tiny.FAMILIES with a layer reader) --------------------------------
 READ_FAMILIES = [name for name, (model_type, _) in FAMILIES.items() if model_type in ARCHITECTURES]
 SHAPES = {"tiny-gemma2": "sandwich", "tiny-gemma3": "sandwich", "tiny-olmo2": "sandwich", "tiny-pythia": "parallel",
