@@ -166,10 +166,10 @@ def decompose_layer(spec: LayerSpec, cap: LayerCapture, scopes: Sequence[str], *
         units: dict[int, tuple] = {}
         routed_rows, prepared_experts = {}, {}
         if spec.experts is not None:  # each expert's rows, and the split's preparation on them, for all at once
-            hit = [e for e in torch.unique(cap.expert_ids).tolist() if e < len(spec.experts)]
-            routed_rows = {e: (cap.expert_ids == e).any(-1).nonzero().flatten() for e in hit}
-            prepared_experts = dict(zip(hit, prepare_many(ff_split, [spec.experts[e] for e in hit],
-                                                          [ff_in[routed_rows[e]] for e in hit])))
+            routed_rows = {e: rows for e, rows, _ in stages.routed(cap.expert_ids, cap.expert_weights,
+                                                                   len(spec.experts))}
+            prepared_experts = dict(zip(routed_rows, prepare_many(ff_split, [spec.experts[e] for e in routed_rows],
+                                                                  [ff_in[rows] for rows in routed_rows.values()])))
 
         def unit(e: int) -> tuple:
             """One FF's weights folded for the chunks (a mixture of experts has one per expert, made when a token

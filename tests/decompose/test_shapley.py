@@ -18,7 +18,6 @@ from attrbench.errors import InputError
 pytestmark = pytest.mark.numerics  # float tolerances: CI runs these under the portable kernels too (tests/precision.py)
 
 
-
 def _game(players=7, rows=2, elements=12, gated=False, seed=3):
     """A random game of its own seed: the same parts whichever tests ran before it in the process (pytest-xdist
     deals tests to workers in no fixed order)."""
