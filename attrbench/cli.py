@@ -533,7 +533,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--budget", help="stop starting new shards after this long, e.g. 15m, 2h, 900 (seconds); a later "
                                     "run continues (default: the config's budget, else none)")
     p.add_argument("--extend", metavar="RUN_DIR", help="start from a copy of another run's results (e.g. "
-                                                       "reports/default) and compute only what this config adds")
+                                                       "reports/default) and compute only what this config adds: its "
+                                                       "methods on the published cells, its new suites whole")
     add_run_options(p, dtype=False)
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_run)

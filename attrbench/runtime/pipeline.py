@@ -337,8 +337,8 @@ def run_leaderboard(config: dict, run_dir: str | Path, executor=None, options: O
                     extend: Optional[str | Path] = None) -> dict:
     """Compute every row of ``config`` not yet in ``run_dir``'s store, within ``budget`` (or the config's);
     ``extend``: start from a copy of another run folder's results (a published leaderboard) and compute what
-    the config adds on the examples published there (a later run in the folder, without ``extend``, grows
-    every cell as usual). Returns a summary."""
+    the config adds on the examples published there, and a suite it adds in full (a later run in the folder,
+    without ``extend``, grows every cell as usual). Returns a summary."""
     started = time.monotonic()
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -370,8 +370,9 @@ def _run_locked(config, run_dir: Path, executor, options, progress, budget, exte
                            "%Y-%m-%d %H:%M:%S"), executor=(executor or LocalExecutor()).name)
         stage = time.monotonic()
         # extending: what the config adds on the published cells only, each metric on the examples it was published
-        # with (no cell grows, no metric is added to an example, no analysis is added)
-        only = [store.cells(plan.name) for plan in plans] if extend is not None else None
+        # with (no cell grows, no metric is added to an example, no analysis is added); a suite the published run
+        # does not have is what the config adds, whole
+        only = [store.cells(plan.name) or None for plan in plans] if extend is not None else None
         before = {key: store.meta(key) for key in ("runs", "cpu_hours", "example_costs")}
 
         def tally(costs: dict, stored: bool) -> dict:

@@ -373,6 +373,30 @@ def test_extending_a_published_run_computes_only_the_added_method(config_file, t
         run_leaderboard(config, tmp_path / "other", progress=False, extend=tmp_path)
 
 
+def test_extending_a_published_run_with_a_suite_it_lacks_computes_that_suite_whole(config_file, tmp_path):
+    """A suite the config adds is what --extend computes in full (every metric, example and analysis of it), while
+    the published suites stay on their published cells even where the config raised their n."""
+    config = read_config(config_file)
+    config["suite"][0].update(evals=["erasure_aopc"], methods=["alti", "blank_out"], n=3)
+    published = tmp_path / "published"
+    run_leaderboard(config, published, progress=False)
+    added = {"model": "tiny-llama", "dataset": "sva-generated", "n": 3, "methods": ["alti", "blank_out"],
+             "evals": ["erasure_aopc", "mixing_ratio"]}
+    config["suite"][0]["n"] = 5
+    config["suite"].append(added)
+    old, new = (plan.name for plan in plan_config(config))
+    with closing(Store(published / "store.sqlite", readonly=True)) as store:
+        published_cells = store.cells(old)
+    mine = tmp_path / "mine"
+    run_leaderboard(config, mine, progress=False, extend=published)
+    with closing(Store(mine / "store.sqlite", readonly=True)) as store:
+        assert store.cells(old) == published_cells
+        assert len({example for key, example in store.cells(new) if key.startswith("erasure_aopc")}) == 3
+        suites = {suite for (suite,) in store.db.execute("SELECT DISTINCT suite FROM results WHERE eval LIKE "
+                                                          "'mixing_ratio%' AND example = 'sample'")}
+    assert suites == {new}  # the analysis of the added suite only: the published suite's is not added
+
+
 def test_a_published_folder_whose_rows_were_altered_is_refused_naming_the_file(config_file, tmp_path):
     """Rows that no longer give the means its statistics.json states (altered after the report was written, each
     with a valid checksum) are not extended: one line names the file and the fix, and nothing is copied."""
