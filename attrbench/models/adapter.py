@@ -228,8 +228,12 @@ class TransformerAdapter:
         """(B, classes or vocabulary) logits of each sequence at its row (a sequence classifier has one row).
 
         A causal LM computes its head only at the rows asked for (``logits_to_keep``): the unembedding
-        of a 49k-token vocabulary is about a fifth of SmolLM2's weights (28 M of 135 M), and every gradient and
-        perturbation pass needs one row of it.
+        of a 49k-token vocabulary is about a fifth of SmolLM2's weights (28 M of 135 M), Gemma 3's 262k-token one
+        168 M multiply-adds per row, more than its 18 layers per token, and every gradient and perturbation pass
+        needs one row of it. ``logits_to_keep`` keeps the same positions of every sequence, so a batch of
+        right-padded texts whose rows differ would pay for the head at each of its distinct rows in every
+        sequence; a pre-hook on the head gives it each sequence's own row alone (any post-processing of the
+        logits, Gemma 2's soft-capping say, is element-wise and follows unchanged).
         """
         batch = next(v for v in inputs.values() if v is not None).shape[0]
         rows = torch.as_tensor([rows] * batch if isinstance(rows, int) else list(rows), dtype=torch.long,
@@ -237,8 +241,22 @@ class TransformerAdapter:
         every = torch.arange(batch, device=self.device)
         if self._logits_to_keep:
             keep, where = torch.unique(rows, return_inverse=True)
-            logits = self.model(**inputs, logits_to_keep=keep).logits  # (B, len(keep), V)
-            return logits[every, where]
+            if len(keep) == 1:
+                return self.model(**inputs, logits_to_keep=keep).logits[:, 0]
+
+            def own_row(module, args):  # (B, len(keep), d) hidden states -> (B, 1, d), each sequence's row
+                if args and torch.is_tensor(args[0]) and args[0].shape[:2] == (batch, len(keep)):
+                    return (args[0][every, where].unsqueeze(1), *args[1:])
+                return None
+
+            head = self.model.get_output_embeddings()
+            handle = head.register_forward_pre_hook(own_row) if head is not None else None
+            try:
+                logits = self.model(**inputs, logits_to_keep=keep).logits  # (B, 1, V), or (B, len(keep), V)
+            finally:
+                if handle is not None:
+                    handle.remove()
+            return logits[:, 0] if logits.shape[1] == 1 else logits[every, where]
         logits = self.model(**inputs).logits
         return logits if logits.ndim == 2 else logits[every, rows]
 

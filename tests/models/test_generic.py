@@ -141,3 +141,30 @@ def test_a_folder_of_an_unread_family_loads_and_the_cli_lists_what_runs_on_it(un
 def test_a_family_with_a_reader_keeps_it():
     assert all(load_model(name).layers for name in TINY_MODELS)
     assert all(load_model(name).layers for name in FAMILIES)
+
+
+@pytest.mark.parametrize("name", ["tiny-gemma2", "tiny-pythia", "tiny-olmoe", "tiny-llama", "tiny-gpt2"])
+def test_a_causal_head_runs_once_per_sequence_at_its_own_row(families, name):
+    """A right-padded batch whose sequences end at different rows: each sequence's logits are those it has alone,
+    and the head reads one row per sequence, not every distinct row of the batch in each (Gemma 2's soft-capped
+    logits included)."""
+    adapter = families[name] if name in families else load_model(name, "float64")
+    lengths = [3, 5, 6, 9]
+    sequences = [[5 + (7 * i + 3 * k) % (len(adapter.tokenizer) - 10) for k in range(n)] for i, n in enumerate(lengths)]
+    rows = [n - 1 for n in lengths]
+    width = max(lengths)
+    pad = adapter.tokenizer.pad_token_id
+    ids = torch.tensor([s + [pad] * (width - len(s)) for s in sequences])
+    mask = torch.tensor([[1] * len(s) + [0] * (width - len(s)) for s in sequences])
+    seen = []
+    handle = adapter.model.get_output_embeddings().register_forward_hook(
+        lambda module, args, output: seen.append(tuple(args[0].shape[:2])))
+    try:
+        with torch.no_grad():
+            batched = adapter.row_logits(rows, input_ids=ids, attention_mask=mask)
+            alone = torch.cat([adapter.row_logits(row, input_ids=torch.tensor([s])) for s, row in zip(sequences,
+                                                                                                     rows)])
+    finally:
+        handle.remove()
+    assert seen[0] == (len(lengths), 1)  # the batch: one row per sequence
+    torch.testing.assert_close(batched, alone, rtol=1e-12, atol=1e-12)
