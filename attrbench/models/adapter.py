@@ -241,8 +241,6 @@ class TransformerAdapter:
         every = torch.arange(batch, device=self.device)
         if self._logits_to_keep:
             keep, where = torch.unique(rows, return_inverse=True)
-            if len(keep) == 1:
-                return self.model(**inputs, logits_to_keep=keep).logits[:, 0]
 
             def own_row(module, args):  # (B, len(keep), d) hidden states -> (B, 1, d), each sequence's row
                 if args and torch.is_tensor(args[0]) and args[0].shape[:2] == (batch, len(keep)):
