@@ -12,6 +12,7 @@ from ..errors import InputError, ModelLoadError
 from ..ops.environment import resolve_device
 from ..ops.hashing import file_sha256, text_sha256
 from .adapter import TransformerAdapter, state_dict_hash
+from .architectures import ARCHITECTURES
 from .generic import refuse_encoder_decoder
 from .tiny import FAMILIES, TINY_MODELS, build_family, build_tiny
 from .training.tasks import TASK_MODELS, task_model_folder, training_record
@@ -115,6 +116,14 @@ def load_model(name: str, dtype="float32", device: str = "cpu") -> TransformerAd
     return adapter.to(device=device)
 
 
+def _reader_words(model_type: str) -> str:
+    """What a family's layer reader reads, or that it has none (then only the methods that need no decomposition)."""
+    architecture = ARCHITECTURES.get(model_type)
+    if architecture is None:
+        return "no layer reader: the gradient, perturbation and erasure methods"
+    return f"layer reader: {architecture.description}"
+
+
 def list_models() -> list[dict]:
     rows = [{"name": e.name, "kind": "offline zoo", "source": e.requirement, "description": e.description}
             for e in ZOO.values()]
@@ -124,6 +133,6 @@ def list_models() -> list[dict]:
               "description": f"randomly initialised {n[5:]} (2 layers, d 32) for tests"} for n in TINY_MODELS]
     rows += [{"name": n, "kind": "random tiny", "source": "built from config",
               "description": f"randomly initialised {model_type} with a {head.replace('_', '-')} head (2 layers, "
-                            "d 32; no layer reader: the gradient, perturbation and erasure methods)"}
+                            f"d 32; {_reader_words(model_type)})"}
              for n, (model_type, head) in FAMILIES.items()]
     return rows
