@@ -15,6 +15,7 @@ from attrbench.ops.stats import (
     interval,
     kendall_tau_b,
     mean_taus,
+    resampled_means,
     median_iqr,
     minimum_n,
     rank_methods,
@@ -208,12 +209,31 @@ def test_the_vectorised_kendall_tau_is_scipys_to_the_bit():
     assert np.array_equal(got, np.array(expected), equal_nan=True)
     a, b = rng.normal(size=(7, 40)), rng.normal(size=(7, 40))
     a[2, :38] = np.nan  # some resamples draw none of its two defined examples: that tau is NaN
+    b[4] = b[1]  # a method twice: tied in every resample
     rows = rng.integers(0, 40, (150, 40))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loop = np.array([kendalltau(np.nanmean(a[:, r], 1), np.nanmean(b[:, r], 1)).statistic for r in rows])
     assert 0 < np.isnan(loop).sum() < len(rows)
-    assert np.array_equal(mean_taus(a, rows, b, rows, chunk=16), loop, equal_nan=True)
+    assert np.array_equal(mean_taus(a, rows, b, rows), loop, equal_nan=True)
+
+
+def test_resampled_means_are_the_gathered_nanmeans_to_the_bit_in_any_block():
+    """Means from a gather of each distinct method's values and counts from multiplicities are exactly
+    ``nanmean(a[:, rows], 2)`` (the published intervals do not move), whatever the block size; a method twice
+    ties in every resample."""
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(6, 53))
+    a[1, rng.random(53) < 0.3] = np.nan
+    a[5] = a[2]
+    rows = rng.integers(0, 53, (97, 41))  # resamples of 41 of the 53 examples
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = np.nanmean(a[:, rows], axis=2).T
+    for chunk in (41, 500, 256_000):
+        got = resampled_means(a, rows, chunk=chunk)
+        assert got.shape == (97, 6) and np.array_equal(got, expected, equal_nan=True)
+        assert np.array_equal(got[:, 5], got[:, 2])
 
 
 def test_required_n_grows_as_the_effect_shrinks_and_identical_pairs_never_separate():
