@@ -187,6 +187,10 @@ class Reuse:
         self.used[key] = _encode(value)
         return value
 
+    def put(self, key: str, value) -> None:
+        """Keep ``value`` for ``key`` in place of what was computed (a result completed after it was returned)."""
+        self.used[key] = _encode(value)
+
     def save(self, folder: Optional[Path] = None) -> Optional[Path]:
         """Write what this rendering used, in key order (the same bytes for the same results), to ``folder``."""
         target = Path(folder or self.folder)

@@ -31,6 +31,7 @@ from ..runtime.records import collect, costs_kind, failure_lines, suite_dataset
 from ..runtime.store import is_run_folder
 from ..runtime.provenance import write_atomic
 from .figures import critical_difference, faithfulness_vs_cost, make_figures, scorecard_figure, verdicts
+from .plot import pending_writer, writing_apart
 from .scorecard import scorecard
 from .tables import (
     CI_NOTE,
@@ -759,7 +760,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, more: Optio
     target = Path(run_dir if out is None else out)
     target.mkdir(parents=True, exist_ok=True)
     # what the last rendering of this folder (or of the run folder) computed from the same inputs is not computed again
-    with reusing(target, Path(run_dir)) as reuse:
+    with reusing(target, Path(run_dir)) as reuse, writing_apart():
         out = _render(run_dir, target, records, meta)
     if more is not None:
         seconds, workers = more
@@ -861,6 +862,9 @@ def _render(run_dir: str | Path, target: Path, records: list[dict], meta: dict) 
     appendix += [(title, frame, note, [], []) for title, frame, note, _, _ in splits]
     shown = {path.name for sections in (summary, appendix) for section in sections for _, path in section[3]}
     shown |= {path.name for _, path in (card[4] if card is not None else [])}
+    writer = pending_writer()
+    if writer is not None:  # every figure on disk before the folder is tidied
+        writer.wait()
     for stale in folder.glob("*.png"):  # left by an earlier rendering of this folder
         if stale.name not in shown:
             stale.unlink()

@@ -29,7 +29,7 @@ from ..ops.reuse import active, key_of, source_digest
 from ..ops.stats import median_iqr
 from ..registry import EVALS
 from . import plot as plot_module, scorecard as scorecard_module, tables as tables_module
-from .plot import new_figure, plot_maps, save_figure
+from .plot import new_figure, pending_writer, plot_maps, save_figure
 from .scorecard import cell_text
 from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
 
@@ -77,7 +77,15 @@ def cached(draw):
             return draw(*args, **kwargs)
 
         def drawn() -> list:
-            return [[caption, path.name, _file_digest(path)] for caption, path in draw(*args, **kwargs)]
+            made = draw(*args, **kwargs)
+
+            def entry(_=None) -> list:
+                return [[caption, path.name, _file_digest(path)] for caption, path in made]
+
+            writer = pending_writer()
+            if writer is not None and made and writer.after(made[0][1], lambda _: reuse.put(key, entry())):
+                return [[caption, path.name, None] for caption, path in made]  # its digests once written
+            return entry()
 
         def intact(entry) -> bool:  # each file as drawn, here or (copied from there) in the folder reused from
             elsewhere = None if reuse.folder is None else reuse.folder / folder.name

@@ -2,9 +2,16 @@
 from __future__ import annotations
 
 import io
+import multiprocessing
+import os
+import pickle
+from concurrent.futures import Future, ProcessPoolExecutor
+from contextlib import contextmanager
+from contextvars import ContextVar
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Iterator, Optional, Sequence
 
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
@@ -68,12 +75,105 @@ def plot_maps(dec: Decomposition, path: str | Path, layer: int | None = None,
 
 
 def save_figure(fig, path: str | Path, title: str) -> Path:
+    """Title, lay out and write ``fig`` as a PNG at ``path``; within :func:`writing_apart` the layout and the
+    writing happen in a worker process and ``path`` is returned at once."""
     fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110, metadata=PNG_METADATA)
+    writer = _WRITER.get()
+    if writer is not None:
+        writer.submit(fig, path)
+        return path
+    _lay_out_and_write(fig, path)
     return path
+
+
+def _lay_out_and_write(fig, path: Path) -> None:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110, metadata=PNG_METADATA)
+
+
+def _write_pickled(figure: bytes, settings: dict, path: str) -> str:
+    with matplotlib.rc_context(settings):  # matplotlib's settings changed since the fork, as the caller has them
+        _lay_out_and_write(pickle.loads(figure), Path(path))
+    return path
+
+
+_NOT_SET = {"backend", "backend_fallback"}  # the worker's own: not a drawing's
+
+
+class FigureWriter:
+    """Lays out and writes pickled figures in worker processes (a figure pickled gives the same PNG bytes), while
+    the report goes on computing its tables; :meth:`wait` calls each file's callbacks once it is written."""
+
+    def __init__(self, workers: int):
+        # forked: a worker starts in milliseconds with matplotlib loaded, and never runs the caller's script again
+        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        self._pending: list[Future] = []
+        self._settings = dict(matplotlib.rcParams)  # what a worker starts with; a figure sends what changed since
+        self._after: dict[Path, list[Callable[[Path], None]]] = {}
+
+    def submit(self, fig, path: Path) -> None:
+        for ax in fig.axes:  # limits still to be autoscaled are settled here, as a drawing here would settle them
+            ax.get_xlim(), ax.get_ylim()
+        try:
+            figure = pickle.dumps(fig)
+        except (pickle.PicklingError, TypeError, AttributeError):  # an artist that does not pickle: written here
+            _lay_out_and_write(fig, path)
+            return
+        settings = {key: value for key, value in matplotlib.rcParams.items()
+                    if key not in _NOT_SET and self._settings.get(key) != value}
+        self._pending.append(self._pool.submit(_write_pickled, figure, settings, str(path)))
+        self._after.setdefault(Path(path), [])
+
+    def after(self, path: Path, callback: Callable[[Path], None]) -> bool:
+        """Call ``callback(path)`` once ``path`` is written; False (nothing kept) where it is not being written."""
+        if Path(path) not in self._after:
+            return False
+        self._after[Path(path)].append(callback)
+        return True
+
+    def wait(self) -> None:
+        """Every submitted figure written (the first failure raised), then their callbacks called."""
+        pending, self._pending = self._pending, []
+        for future in pending:
+            future.result()
+        after, self._after = self._after, {}
+        for path, callbacks in after.items():
+            for callback in callbacks:
+                callback(path)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+_WRITER: ContextVar[Optional[FigureWriter]] = ContextVar("figure_writer", default=None)
+
+
+@contextmanager
+def writing_apart(workers: Optional[int] = None) -> Iterator[Optional[FigureWriter]]:
+    """Within this block :func:`save_figure` hands each figure to ``workers`` processes (default: one fewer than the
+    CPUs this process may use, at least one, at most four) and returns; every file is written when it ends, or
+    at :meth:`FigureWriter.wait`; where processes cannot be forked, as they come. A report draws dozens of figures:
+    their layout and rasterising, most of a figure's cost, then run beside its statistics."""
+    if workers is None:
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        workers = min(4, max(1, cpus - 1))
+    if "fork" not in multiprocessing.get_all_start_methods():  # Windows: written as they come
+        yield None
+        return
+    writer = FigureWriter(workers)
+    token = _WRITER.set(writer)
+    try:
+        yield writer
+        writer.wait()
+    finally:
+        _WRITER.reset(token)
+        writer.close()
+
+
+def pending_writer() -> Optional[FigureWriter]:
+    return _WRITER.get()
 
 
 def plot_scores(tokens: Sequence[str], scores: dict[str, np.ndarray], path: str | Path,

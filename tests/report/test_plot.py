@@ -1,0 +1,53 @@
+"""Writing figures: apart from the report's statistics, the same files."""
+import multiprocessing
+
+import matplotlib
+import pytest
+
+from attrbench.ops.reuse import reusing
+from attrbench.report import figures
+from attrbench.report.plot import writing_apart
+
+pytestmark = pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(),
+                                reason="figures are written apart in forked processes only")
+
+# a known answer most methods find on every example (mean 1, interval [1, 1]) and a few short of it: limits that
+# matplotlib settles only when the figure is drawn
+MEANS = {f"method_{i}": 1.0 if i < 8 else 1.0 - 0.1 * (i - 7) for i in range(12)}
+GROUP = [{"method": method, "metric": metric, "mean": mean, "ci": [mean, 1.0] if mean == 1.0 else
+          [mean - 0.05, min(1.0, mean + 0.05)]} for metric in ("mrr", "pointing_game") for method, mean in MEANS.items()]
+
+
+def test_a_figure_written_apart_is_the_same_file_and_its_cache_entry_is_complete(tmp_path):
+    (_, here), = figures.bars(GROUP, tmp_path / "here", "bars", "title")  # no report: written at once
+    with reusing(tmp_path / "cache") as reuse, writing_apart(workers=1) as writer:
+        assert writer is not None
+        (_, apart), = figures.bars(GROUP, tmp_path / "apart", "bars", "title")
+        assert reuse.computed == 1
+    assert apart.read_bytes() == here.read_bytes()
+    apart.unlink()  # the next rendering finds the file gone: drawn again, from a complete entry's digest
+    with reusing(tmp_path / "cache") as reuse, writing_apart(workers=1):
+        figures.bars(GROUP, tmp_path / "apart", "bars", "title")
+    assert reuse.computed == 1 and apart.read_bytes() == here.read_bytes()
+    with reusing(tmp_path / "cache") as reuse, writing_apart(workers=1):  # the file as drawn: kept
+        figures.bars(GROUP, tmp_path / "apart", "bars", "title")
+    assert (reuse.computed, reuse.reused) == (0, 1)
+
+
+def test_a_figure_that_fails_apart_fails_the_block_and_keeps_nothing(tmp_path):
+    (tmp_path / "apart" / "bars.png").mkdir(parents=True)  # a folder where the file goes: the worker cannot write
+    with pytest.raises(IsADirectoryError):
+        with reusing(tmp_path / "cache"), writing_apart(workers=1):
+            figures.bars(GROUP, tmp_path / "apart", "bars", "title")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_matplotlib_settings_changed_after_the_workers_start_are_the_ones_drawn_with(tmp_path):
+    """A worker is forked once; settings the report changes later (a library's style, margins) still apply."""
+    with reusing(tmp_path / "cache"), writing_apart(workers=1):
+        figures.bars(GROUP, tmp_path / "first", "bars", "title")  # the worker starts with these settings
+        with matplotlib.rc_context({"axes.xmargin": 0.3, "font.size": 13}):
+            (_, apart), = figures.bars(GROUP[::-1], tmp_path / "apart", "bars", "title")
+    with matplotlib.rc_context({"axes.xmargin": 0.3, "font.size": 13}):
+        (_, here), = figures.bars(GROUP[::-1], tmp_path / "here", "bars", "title")
+    assert apart.read_bytes() == here.read_bytes()
