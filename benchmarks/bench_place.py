@@ -3,7 +3,7 @@ FILE`, timed, for a cheap method (gradient × input under another name: one forw
 three forward passes' time) and a sampled one (LIME with 50 samples under another name), each alone.
 
     python benchmarks/bench_place.py [--published reports/default] [--budget 10m] [--methods my_grad_x_input,my_lime]
-                                     [--whole] [--json OUT.json]
+                                     [--whole] [--json OUT.json] [--keep FOLDER]
 
 Per method: the rows the extension computed (its own, on the published cells), the wall and CPU seconds of the
 whole command as a user runs it (loading the models and writing the report included), per suite the method's own
@@ -141,12 +141,14 @@ def main_() -> None:
     parser.add_argument("--methods", default=",".join(PLUGINS))
     parser.add_argument("--whole", action="store_true", help="also place each method on everything, with its floor")
     parser.add_argument("--json")
+    parser.add_argument("--keep", help="keep the placed run folders in this folder (to profile their report)")
     args = parser.parse_args()
     published = Path(args.published)
     config = load_run(published).meta["config"]
     suites = {f"{s['model']}|{s['dataset']}:{s.get('split') or 'default'}": (s["model"], s["dataset"])
               for s in config["suite"]}
-    folder = Path(tempfile.mkdtemp(prefix="place-"))
+    folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="place-"))
+    folder.mkdir(parents=True, exist_ok=True)
     figures = {"published": args.published, "threads": torch.get_num_threads(), "methods": [], "whole": []}
     try:
         for method in args.methods.split(","):
@@ -156,7 +158,8 @@ def main_() -> None:
                 figures["whole"].append(with_floor(place(published, config["name"], method, "100h", folder, "-whole"),
                                                    config["seed"], suites))
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
     for m in figures["methods"] + figures["whole"]:
         print(f"{m['method']} (--budget {m['budget']}): {m['rows']} rows ({m['attributions']} attributions, "
               f"{m['model_rows']} model outputs) on {m['examples']} published examples; command {m['wall_seconds']} s "
