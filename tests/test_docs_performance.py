@@ -540,7 +540,7 @@ def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
             f"{fixed(whole['attribution_seconds'], 1)} s of attribution") in text
     forward = whole["forward_seconds"]
     assert (f"the forward passes themselves took {fixed(forward, 1, thousands=True)} s, "
-            f"{fixed(forward / floor, 2)} times the floor") in text
+            f"{fixed(forward / floor, 2)} times the floor, and its report {fixed(whole['report_seconds'], 1)} s") in text
     guide = page(ROOT / "docs" / "writing-a-plugin.md")
     assert (f"with `--budget 2m` the whole command took {fixed(budgeted['wall_seconds'])} s and placed the method "
             f"provisionally on every suite's headline (n = {ns}); on everything ({whole['rows']:,} rows) it took "
