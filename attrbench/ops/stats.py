@@ -16,6 +16,7 @@ table says "n too small to rank".
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import warnings
 from typing import Optional, Sequence
@@ -245,7 +246,28 @@ def mean_taus(a: np.ndarray, rows_a: np.ndarray, b: np.ndarray, rows_b: np.ndarr
     """Per resample r, Kendall's tau-b between the methods' means of ``a`` over examples ``rows_a[r]`` and of ``b``
     over ``rows_b[r]`` (``a``, ``b``: (methods, examples), NaN undefined; a method undefined on every drawn
     example makes that tau NaN)."""
-    return kendall_tau_b(resampled_means(a, rows_a), resampled_means(b, rows_b))
+    return kendall_tau_b(_remembered_means(a, rows_a), _remembered_means(b, rows_b))
+
+
+_MEANS: dict[tuple, np.ndarray] = {}
+_MEANS_KEPT = 64  # (resamples, methods) arrays: a few MB
+
+
+def _remembered_means(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """:func:`resampled_means`, looked up by content: a report draws the same resamples (one seed) of the same
+    metric's values again and again (the known answer against every metric, the best metric against every other,
+    each metric in every pair of the agreement table), and each draw is most of a bootstrap's cost."""
+    a, rows = np.ascontiguousarray(a, dtype=np.float64), np.ascontiguousarray(rows, dtype=np.intp)
+    key = (a.shape, rows.shape, hashlib.blake2b(a.data, digest_size=16).digest(),
+           hashlib.blake2b(rows.data, digest_size=16).digest())
+    found = _MEANS.get(key)
+    if found is None:
+        found = resampled_means(a, rows)
+        found.flags.writeable = False
+        if len(_MEANS) >= _MEANS_KEPT:
+            del _MEANS[next(iter(_MEANS))]  # the oldest
+        _MEANS[key] = found
+    return found
 
 
 def agreement_draws(a: np.ndarray, b: np.ndarray, resamples: int = RESAMPLES,
@@ -399,19 +421,35 @@ def _needed(effect: float, level: float, power: float) -> Optional[int]:
 def _smallest_n(test, effect: float, level: float, power: float) -> Optional[int]:
     """The smallest n at which ``test`` (two-sided, ``effect`` > 0) reaches ``power``: doubling, then bisection
     (power grows with n); None beyond ``MAX_N``. scipy's noncentral t returns nan for some far lower tails (1e-16
-    where it does not), so there the power is the upper tail alone, the one-sided test at ``level`` / 2."""
-    def reached(n: int) -> bool:
-        value = test.power(effect, n, level)
-        if not math.isfinite(value):
-            value = test.power(effect, n, level / 2, alternative="larger")
+    where it does not), so there the power is the upper tail alone, the one-sided test at ``level`` / 2.
+
+    The power is evaluated for many n at once (it is elementwise): every doubling in one call, and the bisection
+    a few levels of its tree at a time, walked as the one-at-a-time search walks it, so that the answer is the
+    same n; a table asks this for each of its adjacent pairs, and one call costs about what one n did."""
+    def reached(ns: Sequence[int]) -> np.ndarray:
+        ns = np.asarray(ns, dtype=np.int64)
+        value = np.atleast_1d(np.asarray(test.power(effect, ns, level), dtype=np.float64))
+        lost = ~np.isfinite(value)
+        if lost.any():
+            value[lost] = test.power(effect, ns[lost], level / 2, alternative="larger")
         return value >= power
 
-    low, high = 1, 2
-    while not reached(high):
-        if high > MAX_N:
-            return None
-        low, high = high, high * 2
-    while high - low > 1:
+    highs = [2 ** k for k in range(1, MAX_N.bit_length() + 1)]  # 2, 4, ... up to the first beyond MAX_N
+    first = np.flatnonzero(reached(highs))
+    if not len(first):
+        return None
+    high = highs[first[0]]
+    low = high // 2 if first[0] else 1
+
+    def middles(low: int, high: int, depth: int) -> list[int]:  # the next ``depth`` levels of the bisection tree
+        if depth == 0 or high - low <= 1:
+            return []
         middle = (low + high) // 2
-        low, high = (low, middle) if reached(middle) else (middle, high)
+        return [middle, *middles(low, middle, depth - 1), *middles(middle, high, depth - 1)]
+
+    while high - low > 1:
+        ahead = middles(low, high, 5)
+        known = dict(zip(ahead, reached(ahead)))
+        while high - low > 1 and (middle := (low + high) // 2) in known:
+            low, high = (low, middle) if known[middle] else (middle, high)
     return high

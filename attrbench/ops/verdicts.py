@@ -320,17 +320,30 @@ def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BA
     """baycomp's Bayesian signed-rank probabilities (Benavoli et al. 2017) of the differences ``d`` (positive
     favours the first method): (P(first better), P(equivalent within ±rope), P(second better)), each the share of
     posterior draws in which that outcome is the most probable of the three. The same draws and arithmetic as
-    ``baycomp.SignedRankTest.probs(d, 0)`` (tested equal), with the per-draw loop as one matrix product."""
+    ``baycomp.SignedRankTest.probs(d, 0)`` (tested equal).
+
+    Per draw w, baycomp computes the quadratic forms w' H w with H[i, j] = heaviside of the pair sums
+    diff[i] + diff[j] against ∓2 rope (1 beyond, ½ at it). With the columns sorted by ``diff``, each row's sums
+    ascend (a float sum is monotone in either term), so a row's ones are a run at one end and its halves the run
+    next to it: (H w)[i] is a difference of prefix sums of the sorted w, and each form costs O(n) per draw, not
+    the O(n²) of the matrix product (a 1,000-example pair: 5,000 draws × 10⁶ products each)."""
     d = np.asarray(d, dtype=np.float64)
     diff = np.concatenate([[0.0], -d])  # baycomp's y - x with x = d, y = 0
-    sums = diff[:, None] + diff[None, :]
-    below = (sums < -2 * rope) + 0.5 * (sums == -2 * rope)  # baycomp's heaviside(-sums, 2 rope)
-    above = (sums > 2 * rope) + 0.5 * (sums == 2 * rope)
-    weights = np.ones(len(diff))
+    m = len(diff)
+    order = np.argsort(diff, kind="stable")
+    sums = diff[:, None] + diff[None, order]  # baycomp's pair sums, each row ascending
+    weights = np.ones(m)
     weights[0] = 0.5  # baycomp's prior
     draws = np.random.RandomState(seed).dirichlet(weights, nsamples)
-    left = np.einsum("si,ij,sj->s", draws, below, draws, optimize=True)
-    right = np.einsum("si,ij,sj->s", draws, above, draws, optimize=True)
+    prefix = np.zeros((nsamples, m + 1))
+    np.cumsum(np.take(draws, order, axis=1), axis=1, out=prefix[:, 1:])
+    below_lt, above_lt = ((sums < t).sum(axis=1) for t in (-2 * rope, 2 * rope))
+    below_le, above_le = ((sums <= t).sum(axis=1) for t in (-2 * rope, 2 * rope))
+    # (H w)[i]: the run below the threshold whole, the run at it half: sums < -2 rope ... and sums > 2 rope
+    below = 0.5 * (np.take(prefix, below_lt, axis=1) + np.take(prefix, below_le, axis=1))
+    above = prefix[:, m:] - 0.5 * (np.take(prefix, above_lt, axis=1) + np.take(prefix, above_le, axis=1))
+    left = np.einsum("si,si->s", draws, below)
+    right = np.einsum("si,si->s", draws, above)
     samples = np.stack([left, 1.0 - left - right, right], axis=1)
     winner = samples.argmax(axis=1)  # baycomp's Posterior.probs: how often each outcome is the largest
     counts = np.bincount(winner, minlength=3) / nsamples

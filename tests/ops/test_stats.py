@@ -265,6 +265,51 @@ def test_required_n_is_the_smallest_n_with_the_power(effect):
     assert upper[0] < 0.8 <= upper[1], (n, upper)
 
 
+def test_the_batched_search_finds_the_n_of_the_one_at_a_time_search():
+    """The power evaluated for a few levels of the bisection tree at once walks to the n that doubling and
+    bisection one n at a time reach (the published tables do not move), near n = 2, far out and beyond MAX_N."""
+    from statsmodels.stats.power import TTestPower
+
+    from attrbench.ops.stats import MAX_N, _smallest_n
+
+    test = TTestPower()
+
+    def one_at_a_time(effect, level):
+        def reached(n):
+            value = test.power(effect, n, level)
+            return (value if math.isfinite(value) else test.power(effect, n, level / 2, alternative="larger")) >= 0.8
+
+        low, high = 1, 2
+        while not reached(high):
+            if high > MAX_N:
+                return None
+            low, high = high, high * 2
+        while high - low > 1:
+            middle = (low + high) // 2
+            low, high = (low, middle) if reached(middle) else (middle, high)
+        return high
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for effect in (20.0, 3.0, 0.7, 0.21, 0.03, 2e-3, 1e-4, 1e-6):
+            for level in (0.05, 0.05 / 276):
+                assert _smallest_n(test, effect, level, 0.8) == one_at_a_time(effect, level), (effect, level)
+
+
+def test_remembered_means_answer_by_content():
+    """A report's repeated bootstrap draws are looked up by the values and rows, never by shape or identity."""
+    from attrbench.ops.stats import _remembered_means
+
+    rng = np.random.default_rng(8)
+    a, rows = rng.normal(size=(5, 30)), rng.integers(0, 30, (40, 30))
+    first = _remembered_means(a, rows)
+    assert np.array_equal(first, resampled_means(a, rows)) and _remembered_means(a.copy(), rows) is first
+    b = a.copy()
+    b[3, 7] += 1e-12  # the same shape, one value changed
+    assert not np.array_equal(_remembered_means(b, rows), first)
+    assert np.array_equal(_remembered_means(a, rows[::-1]), resampled_means(a, rows[::-1]))
+
+
 def test_a_pair_out_of_reach_is_said_to_be_and_stops_nothing():
     """An effect of 1e-6 would need about 1e13 examples: n is None (more than MAX_N), its effect kept, and the
     report's power table says "> 1,000,000,000" rather than "never (identical)"."""

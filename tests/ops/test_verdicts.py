@@ -151,6 +151,11 @@ def test_baycomps_three_probabilities_are_reproduced():
         d = rng.normal(mu, 0.03, n)
         expected = baycomp.SignedRankTest.probs(d, np.zeros(n), rope=0.01, nsamples=400, random_state=9)
         assert bayes_signed_rank(d, 0.01, 400, 9) == pytest.approx(tuple(float(p) for p in expected))
+    # differences on a grid, so that pair sums fall exactly on ±2 rope (where baycomp counts a half) and tie
+    for n, rope in ((40, 0.01), (300, 0.01), (120, 0.005)):
+        d = rng.choice([-0.03, -0.02, -0.01, 0.0, 0.01, 0.02, 0.03, 0.04], n)
+        expected = baycomp.SignedRankTest.probs(d, np.zeros(n), rope=rope, nsamples=400, random_state=9)
+        assert bayes_signed_rank(d, rope, 400, 9) == pytest.approx(tuple(float(p) for p in expected))
 
 
 @pytest.mark.parametrize("n", [10, 300])
