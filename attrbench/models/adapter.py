@@ -224,6 +224,13 @@ class TransformerAdapter:
         return Batch(input_ids, mask, [len(i) for i in ids], tokens, truncated or [False] * len(ids))
 
     # -- forward -----------------------------------------------------------------------------
+    @property
+    def pads_embeddings(self) -> bool:
+        """Whether input embeddings of different lengths may share a pass, right-padded with an attention mask: a
+        causal LM read at its own rows (no position attends to a later one). A sequence classifier finds its last
+        token from the ids, which embeddings do not carry, so it is read at one length at a time."""
+        return bool(self._logits_to_keep)
+
     def row_logits(self, rows: Sequence[int] | int, **inputs) -> torch.Tensor:
         """(B, classes or vocabulary) logits of each sequence at its row (a sequence classifier has one row).
 

@@ -230,19 +230,26 @@ class Batcher:
         return start + len(batch)
 
     def _answer_masked(self, requests: list[MaskedEmbeddings]) -> None:
-        """Soft erasure's masked-embedding samples of every method and example of a round, in batches of one model
-        and length bounded by the token budget (no padding; nothing to deduplicate or cache)."""
+        """Soft erasure's masked-embedding samples of every method and example of a round, in length-sorted batches
+        of one model bounded by the token budget (nothing to deduplicate or cache): of one length, or, where the model
+        allows padded embeddings (a causal LM read at its own rows), of mixed lengths within the padding allowance,
+        as :meth:`answer` packs token ids. A round's samples are a few dozen per example, each example of its own
+        length: one pass per length costs a pass's fixed cost for every few hundred tokens."""
         groups: dict[tuple, list[tuple[MaskedEmbeddings, int]]] = {}
         for request in requests:
             request.answer = np.empty(request.samples)
-            groups.setdefault((id(request.adapter), len(request.ids)), []).extend(
+            mixed = getattr(request.adapter, "pads_embeddings", False)
+            groups.setdefault((id(request.adapter),) if mixed else (id(request.adapter), len(request.ids)), []).extend(
                 (request, s) for s in range(request.samples))
             self.rows_requested += request.samples
             self.rows_distinct += request.samples
-        for (_, length), samples in groups.items():
+        for samples in groups.values():
+            samples.sort(key=lambda item: len(item[0].ids))  # stable: a request's samples stay together, in order
+            lengths = [len(request.ids) for request, _ in samples]
             start = 0
             while start < len(samples):
-                chunk = samples[start:start + max(1, min(self.max_batch, self.batch_tokens // length))]
+                end = batch_end(lengths, start, self.batch_tokens, self.pad_tokens, self.max_batch)
+                chunk = samples[start:end]
                 pieces = []  # (request, first sample, last sample + 1), consecutive samples of one request together
                 for request, s in chunk:
                     if pieces and pieces[-1][0] is request:
@@ -253,13 +260,13 @@ class Batcher:
                 try:
                     values = masked_probabilities(pieces)
                 except torch.OutOfMemoryError:
-                    self._halve(len(chunk), length)
+                    self._halve(len(chunk), lengths[end - 1])
                     continue  # a smaller batch from the same place
                 self.forward_seconds += time.perf_counter() - began
                 at = 0
                 for request, first, stop in pieces:
                     request.answer[first:stop] = values[at:at + stop - first]
                     at += stop - first
-                self.lengths_sent[length] += len(chunk)
+                self.lengths_sent.update(lengths[start:end])
                 self.batches += 1
-                start += len(chunk)
+                start = end

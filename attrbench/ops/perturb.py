@@ -144,12 +144,24 @@ class MaskedEmbeddings:
 @torch.no_grad()
 def masked_probabilities(pieces: Sequence[tuple[MaskedEmbeddings, int, int]]) -> np.ndarray:
     """The scored probabilities of samples ``start`` .. ``stop`` of each (request, start, stop), in one forward
-    pass: the requests share a model and a sequence length (nothing is padded)."""
+    pass: the requests share a model; of different lengths, they are right-padded with zero embeddings that the
+    attention mask hides (only where the model allows it: :attr:`ModelAdapter.pads_embeddings`)."""
     adapter = pieces[0][0].adapter
-    embeds = torch.cat([request.inputs(start, stop) for request, start, stop in pieces])
+    parts = [request.inputs(start, stop) for request, start, stop in pieces]
     rows = [request.row for request, start, stop in pieces for _ in range(start, stop)]
     readouts = [request.readout for request, start, stop in pieces for _ in range(start, stop)]
-    mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=adapter.device)
+    n = max(part.shape[1] for part in parts)
+    if all(part.shape[1] == n for part in parts):
+        embeds = torch.cat(parts)
+        mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=adapter.device)
+    else:
+        embeds = parts[0].new_zeros((sum(len(part) for part in parts), n, parts[0].shape[2]))
+        mask = torch.zeros(embeds.shape[:2], dtype=torch.long, device=adapter.device)
+        at = 0
+        for part in parts:
+            embeds[at:at + len(part), :part.shape[1]] = part
+            mask[at:at + len(part), :part.shape[1]] = 1
+            at += len(part)
     return read(adapter.row_logits(rows, inputs_embeds=embeds, attention_mask=mask), readouts)
 
 

@@ -152,6 +152,29 @@ def test_masked_embedding_samples_of_many_requests_batch_together_and_equal_each
     assert small.oom_halvings >= 1 and small.max_batch <= 2
 
 
+@pytest.mark.parametrize("model, mixed", [("tiny-gpt2", True), ("tiny-bert", False)])
+def test_masked_samples_of_different_lengths_share_a_pass_where_the_model_allows_padding(tiny_models, model, mixed):
+    """A causal LM read at its own rows takes soft erasure's samples of several lengths in one right-padded pass
+    (within the padding allowance), with the answers of each request alone; a model that finds its row from the ids
+    is sent one length at a time."""
+    adapter = tiny_models[(model, "float64")]
+    assert adapter.pads_embeddings is mixed
+    texts = ["the keys to the cabinet are on the table", "the keys to the cabinet are here", "the keys are"]
+    requests = [_masked(adapter, text, seed) for seed in range(2) for text in texts]
+    batcher = Batcher(batch_tokens=10_000, pad_tokens=10_000)
+    batcher.answer(requests)
+    lengths = {len(r.ids) for r in requests}
+    assert len(lengths) == 3 and batcher.batches == (1 if mixed else 3)
+    assert batcher.lengths_sent == Counter(len(r.ids) for r in requests for _ in range(7))
+    for request in requests:
+        one = MaskedEmbeddings(request.adapter, request.readout, request.ids, request.row, request.keep, request.uniform)
+        Batcher().answer([one])
+        np.testing.assert_allclose(request.answer, one.answer, rtol=0, atol=1e-12)
+    tight = Batcher(batch_tokens=10_000, pad_tokens=0)  # no padding allowed: one length per pass
+    tight.answer([_masked(adapter, text, 0) for text in texts])
+    assert tight.batches == 3
+
+
 def test_a_long_round_of_model_outputs_shows_its_progress(tiny_models, capsys, monkeypatch):
     """The forward passes of a round run after every row is queued (NAOPC's bounds: minutes on long texts): with
     progress on, a round of PROGRESS_ROWS sequences or more has a bar of its own, out of every sequence to send."""
