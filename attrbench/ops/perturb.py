@@ -147,21 +147,12 @@ def masked_probabilities(pieces: Sequence[tuple[MaskedEmbeddings, int, int]]) ->
     pass: the requests share a model; of different lengths, they are right-padded with zero embeddings that the
     attention mask hides (only where the model allows it: :attr:`ModelAdapter.pads_embeddings`)."""
     adapter = pieces[0][0].adapter
-    parts = [request.inputs(start, stop) for request, start, stop in pieces]
+    samples = [sample for request, start, stop in pieces for sample in request.inputs(start, stop)]  # (n_i, d) each
     rows = [request.row for request, start, stop in pieces for _ in range(start, stop)]
     readouts = [request.readout for request, start, stop in pieces for _ in range(start, stop)]
-    n = max(part.shape[1] for part in parts)
-    if all(part.shape[1] == n for part in parts):
-        embeds = torch.cat(parts)
-        mask = torch.ones(embeds.shape[:2], dtype=torch.long, device=adapter.device)
-    else:
-        embeds = parts[0].new_zeros((sum(len(part) for part in parts), n, parts[0].shape[2]))
-        mask = torch.zeros(embeds.shape[:2], dtype=torch.long, device=adapter.device)
-        at = 0
-        for part in parts:
-            embeds[at:at + len(part), :part.shape[1]] = part
-            mask[at:at + len(part), :part.shape[1]] = 1
-            at += len(part)
+    embeds = torch.nn.utils.rnn.pad_sequence(samples, batch_first=True)  # zeros after each sample's length
+    lengths = torch.tensor([len(sample) for sample in samples], device=adapter.device)
+    mask = (torch.arange(embeds.shape[1], device=adapter.device) < lengths[:, None]).long()
     return read(adapter.row_logits(rows, inputs_embeds=embeds, attention_mask=mask), readouts)
 
 
