@@ -1,0 +1,53 @@
+"""Maintainers: grow a suite of the full comparison on its own, across machines, until it is complete.
+
+    python tools/grow.py benchmarks/growing/gemma3-270m.toml --budget 150m [--out /tmp/grow]
+    python tools/grow.py benchmarks/growing/gemma3-270m.toml --keep-only [--out /tmp/grow]   # a run started by hand
+
+A suite that costs tens of CPU hours outlives any one machine. Its rows are kept beside its config as a compact
+file (``results.parquet`` in a folder named like the config: zstd, a few hundred kB per hundred examples, no work
+cache): this rebuilds the run folder from that file when the folder is missing, continues the run within the
+budget (``attrbench run CONFIG --budget``), and writes the file back from the grown store, so that a later
+machine continues where this one stopped. Rows are keyed by what they depend on (weights, data, evaluation,
+method, example), not by the folder, so the finished suite's rows are the ones a run of the same suite into
+reports/full would compute; publishing it is ``tools/publish_run.py``'s job, once, when it is complete.
+"""
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from attrbench.runtime.store import COMPACT, Store, export_compact, run_store
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("config", type=Path)
+parser.add_argument("--budget", help="as attrbench run's --budget (e.g. 150m)")
+parser.add_argument("--keep-only", action="store_true", help="only write the run folder's rows back beside the config")
+parser.add_argument("--out", type=Path, default=Path(tempfile.gettempdir()) / "attrbench-grow",
+                    help="parent of the run folder (default: the temporary directory)")
+args = parser.parse_args()
+if not args.budget and not args.keep_only:
+    parser.error("give --budget (how long to grow) or --keep-only")
+
+kept = args.config.with_suffix("")  # the folder beside the config that holds its rows between machines
+run_dir = args.out / "full"
+if not (run_dir / "store.sqlite").is_file() and (kept / COMPACT).is_file():
+    with tempfile.TemporaryDirectory() as cache:
+        rebuilt = run_store(kept, Path(cache))  # verifies the file's page checksums and every row's sha256
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(rebuilt, run_dir / "store.sqlite")
+    print(f"rebuilt {run_dir} from {kept / COMPACT}", flush=True)
+code = 0 if args.keep_only else subprocess.call([str(Path(sys.executable).with_name("attrbench")), "run",
+                                                 str(args.config), "--out", str(args.out), "--budget", args.budget])
+if (run_dir / "store.sqlite").is_file():  # also after a failed run: every row stored is whole and kept
+    kept.mkdir(parents=True, exist_ok=True)
+    store = Store(run_dir / "store.sqlite", readonly=True)
+    try:
+        partial = kept / f"{COMPACT}.partial"
+        rows = export_compact(store, partial)
+    finally:
+        store.close()
+    partial.replace(kept / COMPACT)
+    print(f"{rows} rows kept in {kept / COMPACT} ({(kept / COMPACT).stat().st_size / 1e6:.2f} MB)")
+sys.exit(code)
