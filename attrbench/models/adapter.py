@@ -227,9 +227,11 @@ class TransformerAdapter:
     @property
     def pads_embeddings(self) -> bool:
         """Whether input embeddings of different lengths may share a pass, right-padded with an attention mask: a
-        causal LM read at its own rows (no position attends to a later one). A sequence classifier finds its last
-        token from the ids, which embeddings do not carry, so it is read at one length at a time."""
-        return bool(self._logits_to_keep)
+        causal LM read at its own rows (no position attends to a later one), and an encoder (its mask hides the
+        padding from every key, and its row, a head's first token or a masked word, does not move), as token ids are
+        padded. A decoder read by a sequence-classification head finds its last token from the ids, which embeddings
+        do not carry, so it is read at one length at a time."""
+        return bool(self._logits_to_keep) or not self.causal
 
     def row_logits(self, rows: Sequence[int] | int, **inputs) -> torch.Tensor:
         """(B, classes or vocabulary) logits of each sequence at its row (a sequence classifier has one row).

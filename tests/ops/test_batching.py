@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 import torch
 
+from attrbench.models.adapter import TransformerAdapter
+from attrbench.models.tiny import build_family
 from attrbench.ops.batching import Batcher, MemoryCache
 from attrbench.ops.perturb import Forward, MaskedEmbeddings, Readout, answer, target_probabilities
 
@@ -112,7 +114,9 @@ def _masked(adapter, text, keep_seed, samples=7):
     ids = tuple(adapter.tokenizer(text)["input_ids"])
     rng = np.random.default_rng(keep_seed)
     uniform = torch.from_numpy(np.random.default_rng(0).random((samples, len(ids), 32)))
-    return MaskedEmbeddings(adapter, Readout(3, 5), ids, len(ids) - 1, rng.random(len(ids)), uniform)
+    classes = getattr(adapter.model.config, "num_labels", 0) if "Classification" in type(adapter.model).__name__ else 0
+    readout = Readout(1, 0) if classes else Readout(3, 5)  # a classifier's two classes, or two words
+    return MaskedEmbeddings(adapter, readout, ids, len(ids) - 1, rng.random(len(ids)), uniform)
 
 
 @pytest.mark.parametrize("model", ["tiny-gpt2", "tiny-bert"])
@@ -152,12 +156,19 @@ def test_masked_embedding_samples_of_many_requests_batch_together_and_equal_each
     assert small.oom_halvings >= 1 and small.max_batch <= 2
 
 
-@pytest.mark.parametrize("model, mixed", [("tiny-gpt2", True), ("tiny-bert", False)])
+def _family(model_type, head):
+    model, tokenizer = build_family(model_type, head)
+    return TransformerAdapter(model.double(), tokenizer, f"{model_type}-{head}")
+
+
+@pytest.mark.parametrize("model, mixed", [("tiny-gpt2", True), ("tiny-bert", True), (("bert", "classifier"), True),
+                                          (("modernbert", "masked_lm"), True), (("deberta-v2", "masked_lm"), True),
+                                          (("qwen3", "classifier"), False)])
 def test_masked_samples_of_different_lengths_share_a_pass_where_the_model_allows_padding(tiny_models, model, mixed):
-    """A causal LM read at its own rows takes soft erasure's samples of several lengths in one right-padded pass
-    (within the padding allowance), with the answers of each request alone; a model that finds its row from the ids
-    is sent one length at a time."""
-    adapter = tiny_models[(model, "float64")]
+    """A causal LM read at its own rows and an encoder take soft erasure's samples of several lengths in one
+    right-padded pass (within the padding allowance), with the answers of each request alone; a decoder read by a
+    sequence-classification head, which finds its row from the ids, is sent one length at a time."""
+    adapter = tiny_models[(model, "float64")] if isinstance(model, str) else _family(*model)
     assert adapter.pads_embeddings is mixed
     texts = ["the keys to the cabinet are on the table", "the keys to the cabinet are here", "the keys are"]
     requests = [_masked(adapter, text, seed) for seed in range(2) for text in texts]
