@@ -847,16 +847,16 @@ def test_a_budget_goes_to_the_headline_verdicts_first_then_the_analyses_then_gro
 
 def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
     """A method added beside others (its cells hold their rows): its headline metric and cost on every suite and
-    every example first, round-robin across suites, then the other metrics; a fresh suite's rows keep their order
-    after them, and nothing is lost or queued twice."""
-    from attrbench.runtime.pipeline import _schedule
+    every example first, round-robin across suites, then the other metrics, its shards joined PLACED_JOIN at a time;
+    a fresh suite's rows keep their order after them, and nothing is lost or queued twice."""
+    from attrbench.runtime.pipeline import PLACED_JOIN, _schedule
     from attrbench.runtime.plan import missing_jobs
 
     suite = ('dataset = "sva-generated"\nmethods = ["alti", "blank_out", "grad_l2"]\n'
              'evals = ["erasure_aopc", "naopc", "timing"]\n')
     path = tmp_path / "place.toml"
-    path.write_text(f'name = "place"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 6\n'
-                    f'[[suite]]\nmodel = "tiny-bert"\n{suite}n = 6\n[[suite]]\nmodel = "tiny-llama"\n{suite}n = 4\n')
+    path.write_text(f'name = "place"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}n = 10\n'
+                    f'[[suite]]\nmodel = "tiny-bert"\n{suite}n = 10\n[[suite]]\nmodel = "tiny-llama"\n{suite}n = 4\n')
     plans = plan_config(read_config(path))
     added = "grad_l2"
     # suites 0 and 1 hold every row but grad_l2's (it is being placed); suite 2 is new
@@ -870,8 +870,10 @@ def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
 
     placing = [job for job in queue if job.suite < 2]
     assert [job.suite for job in queue[:len(placing)]] == [job.suite for job in placing]  # placement first
-    assert [evals(job) for job in placing] == [{"naopc", "timing"}] * 6 + [{"erasure_aopc"}] * 6
-    assert [job.suite for job in placing[:6]] == [0, 1] * 3  # every suite's headline before any other metric
+    assert PLACED_JOIN == 4  # 5 shards of 2 examples per suite: jobs of 8 and 2 examples per tier
+    assert [len(job.rows) for job in placing] == [8, 8, 2, 2] * 2
+    assert [evals(job) for job in placing] == [{"naopc", "timing"}] * 4 + [{"erasure_aopc"}] * 4
+    assert [job.suite for job in placing[:4]] == [0, 1] * 2  # every suite's headline before any other metric
     assert len({cell[1] for job in placing for cells in job.rows.values() for cell in cells}) == 1  # grad_l2's
     for k in range(2):  # nothing lost, nothing twice
         queued = [cell[2] for job in queue if job.suite == k for cells in job.rows.values() for cell in cells]
