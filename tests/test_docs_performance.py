@@ -533,7 +533,8 @@ def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
     minutes = fixed(whole["wall_seconds"] / 60, 1)
     text = page(LEADERBOARD_RUNS)
     assert (f"took {fixed(budgeted['wall_seconds'])} s for the whole command and placed it provisionally on the "
-            f"headline of every suite (n = {ns} examples; its report {fixed(budgeted['report_seconds'], 1)} s); placed on everything (every suite, metric, check and "
+            f"headline of every suite (n = {ns} examples; its report {fixed(budgeted['report_seconds'], 1)} s); "
+            "placed on everything (every suite, metric, check and "
             f"example: {whole['rows']:,} rows, {whole['model_rows']:,} model outputs) the command took {minutes} min, "
             f"{whole['wall_over_floor']} times its floor of {fixed(floor, 1, thousands=True)} s") in text
     assert (f"and {whole['wall_over_floor_and_attribution']} times floor plus its own "

@@ -232,9 +232,9 @@ class Batcher:
     def _answer_masked(self, requests: list[MaskedEmbeddings]) -> None:
         """Soft erasure's masked-embedding samples of every method and example of a round, in length-sorted batches
         of one model bounded by the token budget (nothing to deduplicate or cache): of one length, or, where the model
-        allows padded embeddings (all but a decoder read by a sequence-classification head), of mixed lengths within the padding allowance,
-        as :meth:`answer` packs token ids. A round's samples are a few dozen per example, each example of its own
-        length: one pass per length costs a pass's fixed cost for every few hundred tokens."""
+        allows padded embeddings (all but a decoder read by a sequence-classification head), of mixed lengths within
+        the padding allowance, as :meth:`answer` packs token ids. A round's samples are a few dozen per example, each
+        example of its own length: one pass per length costs a pass's fixed cost for every few hundred tokens."""
         groups: dict[tuple, list[tuple[MaskedEmbeddings, int]]] = {}
         for request in requests:
             request.answer = np.empty(request.samples)
