@@ -549,8 +549,10 @@ def _notes(evaluation, group: list[dict]) -> str:
         passed = [r for r in group if r.get("exact_bounds_passed")]
         if passed:
             most = max(r["exact_bounds_excess"] for r in passed)
-            why = "by rounding" if most <= ROUNDING else "by more than rounding, which no ordering can"
-            out += (f"; exact bounds passed {why} (at most {most:.1e}), widened alike: "
+            why = ("by rounding" if most <= ROUNDING else "by more than rounding, which no ordering can")
+            kept = ("kept, the score at the bound" if most <= ROUNDING else
+                    "widened alike where past by more than rounding")
+            out += (f"; exact bounds passed {why} (at most {most:.1e}), {kept}: "
                     + _per_metric(group, "exact_bounds_passed"))
     passed = next((r["skipped_same_contrast"] for r in group if r.get("skipped_same_contrast")), None)
     if passed:

@@ -87,12 +87,21 @@ def test_naopc_renormalises_when_a_method_beats_the_beam(tiny_models):
     assert exact["other"]["naopc_comprehensiveness"]["bounds"][0] == [exact_low, exact_high]
     assert exact["other"]["naopc_comprehensiveness"]["beam_bounds_broken"] == 0
     # past an exact bound only by rounding (outputs batched differently from the search's): counted apart from beam
-    # breaks, with its size, and widened alike
+    # breaks, with its size; the bound stays (the other method's score unchanged, to the bit) and the score is 1
+    exact_shared = [{"m": perturbations.m, "bounds": [exact_low, exact_high], "search": "exact"}]
     rounded = {**other, "aopc_comprehensiveness": exact_high + 2e-7}
-    passed = naopc.summarise({"rounded": [rounded]}, [{"m": perturbations.m, "bounds": [exact_low, exact_high],
-                                                       "search": "exact"}])["rounded"]["naopc_comprehensiveness"]
+    both = naopc.summarise({"rounded": [rounded], "other": [other]}, exact_shared)
+    passed = both["rounded"]["naopc_comprehensiveness"]
     assert (passed["beam_bounds_broken"], passed["exact_bounds_passed"]) == (0, 1)
-    assert passed["exact_bounds_excess"] == pytest.approx(2e-7) and passed["values"] == [pytest.approx(1.0)]
+    assert passed["exact_bounds_excess"] == pytest.approx(2e-7) and passed["values"] == [1.0]
+    assert passed["bounds"][0] == [exact_low, exact_high]
+    assert both["other"]["naopc_comprehensiveness"]["values"] == exact["other"]["naopc_comprehensiveness"]["values"]
+    # past it by more than rounding (a fault): widened alike, so that no score leaves [0, 1] and the excess shows
+    faulty = {**other, "aopc_comprehensiveness": exact_high + 1e-3}
+    wide = naopc.summarise({"faulty": [faulty], "other": [other]}, exact_shared)
+    assert wide["faulty"]["naopc_comprehensiveness"]["bounds"][0][1] == pytest.approx(exact_high + 1e-3)
+    assert wide["faulty"]["naopc_comprehensiveness"]["exact_bounds_excess"] == pytest.approx(1e-3)
+    assert wide["other"]["naopc_comprehensiveness"]["values"] != exact["other"]["naopc_comprehensiveness"]["values"]
     assert out["winner"]["naopc_comprehensiveness"]["exact_bounds_passed"] == 0  # a beam break is not rounding
 
 

@@ -352,14 +352,14 @@ def test_a_table_says_why_a_metric_is_undefined_or_at_its_bound_and_a_control_is
     tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
     assert ("bounds from a beam on 9 examples (widths 10, 4 not converged), exact on the rest; orderings that beat a "
             "beam bound widened it: by naopc_comprehensiveness: alti on 1; by naopc_sufficiency: alti on 2; exact "
-            "bounds passed by rounding (at most 1.9e-06), widened alike: by naopc_comprehensiveness: lime on 3; by "
-            "naopc_sufficiency: saliency on 1") in tables["naopc"].note
+            "bounds passed by rounding (at most 1.9e-06), kept, the score at the bound: by naopc_comprehensiveness: "
+            "lime on 3; by naopc_sufficiency: saliency on 1") in tables["naopc"].note
     for r in records:  # past an exact bound by more than float32 rounding: said to be more, not rounding
         if r.get("exact_bounds_excess"):
             r["exact_bounds_excess"] = 0.02
     tables = {t.evaluation.name: t for t in leaderboard_tables(records)}
-    assert ("exact bounds passed by more than rounding, which no ordering can (at most 2.0e-02), widened alike: "
-            "by naopc_comprehensiveness: lime on 3") in tables["naopc"].note
+    assert ("exact bounds passed by more than rounding, which no ordering can (at most 2.0e-02), widened alike "
+            "where past by more than rounding: by naopc_comprehensiveness: lime on 3") in tables["naopc"].note
     assert ("mrr is exactly 1 (its upper bound) on 67% of method × example cells (the method's top feature is "
             "evidence)") in tables["ground_truth"].note
     note = tables["soft_erasure"].note
