@@ -519,8 +519,9 @@ def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
     headline, and the whole placement is set against its measured floor (the ratios recomputed here)."""
     rec = record("place-method-full-cpu.json")
     assert rec["published"] == "reports/full" and rec["threads"] == 2
-    (budgeted,), (whole,) = rec["methods"], rec["whole"]
-    assert budgeted["budget"] == "2m" and whole["method"] == budgeted["method"] == "my_grad_x_input"
+    budgeted = next(m for m in rec["methods"] if m["method"] == "my_grad_x_input")
+    whole = next(m for m in rec["whole"] if m["method"] == "my_grad_x_input")
+    assert budgeted["budget"] == "2m"
     first = list(budgeted["headline"].values())
     assert len(first) == 4 and {h["verdict"] for h in first} == {"provisional"}
     assert {h["verdict"] for h in whole["headline"].values()} == {"complete"}
@@ -547,3 +548,22 @@ def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
             f"provisionally on every suite's headline (n = {ns}); on everything ({whole['rows']:,} rows) it took "
             f"{minutes} min, {whole['wall_over_floor_and_attribution']} times the floor of its model inputs plus its "
             "own attribution time") in guide
+    # a sampled method (LIME's cost): the same command, its own attribution most of the time
+    lime = next(m for m in rec["whole"] if m["method"] == "my_lime")
+    lime_budgeted = next(m for m in rec["methods"] if m["method"] == "my_lime")
+    lime_floor = sum(s["floor_seconds"] for s in lime["floor_by_suite"].values())
+    assert {h["verdict"] for h in lime["headline"].values()} == {"complete"}
+    assert lime["wall_over_floor_and_attribution"] == round(lime["wall_seconds"] /
+                                                           (lime_floor + lime["attribution_seconds"]), 2) <= 1.3
+    placed = [h["n"] for h in lime_budgeted["headline"].values() if h["verdict"] == "provisional"]
+    assert (f"`--budget 2m` took {fixed(lime_budgeted['wall_seconds'])} s and placed it provisionally on the "
+            f"headline of three suites (n = {', '.join(map(str, placed[:-1]))} and {placed[-1]} examples)") in text
+    assert len(placed) == 3
+    assert (f"placed on everything the command took {fixed(lime['wall_seconds'] / 60, 1)} min, "
+            f"{lime['wall_over_floor_and_attribution']} times floor plus its own "
+            f"{fixed(lime['attribution_seconds'], 1, thousands=True)} s of attribution (a floor of "
+            f"{fixed(lime_floor, 1)} s; the forward passes {fixed(lime['forward_seconds'] / lime_floor, 2)} times it), "
+            f"its report {fixed(lime['report_seconds'], 1)} s") in text
+    assert (f"a method of LIME's cost took {fixed(lime['wall_seconds'] / 60, 1)} min on everything, "
+            f"{lime['wall_over_floor_and_attribution']} times its floor plus its own attribution time "
+            f"({fixed(lime['attribution_seconds'] / 60)} min of it LIME's own)") in guide
