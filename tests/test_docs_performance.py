@@ -556,14 +556,16 @@ def test_placing_a_method_on_the_full_comparison_is_the_recorded_cost():
     assert lime["wall_over_floor_and_attribution"] == round(lime["wall_seconds"] /
                                                            (lime_floor + lime["attribution_seconds"]), 2) <= 1.3
     placed = [h["n"] for h in lime_budgeted["headline"].values() if h["verdict"] == "provisional"]
+    assert len(placed) == 4 and lime_budgeted["budget"] == "2m"  # every suite, each first shard alone
     assert (f"`--budget 2m` took {fixed(lime_budgeted['wall_seconds'])} s and placed it provisionally on the "
-            f"headline of three suites (n = {', '.join(map(str, placed[:-1]))} and {placed[-1]} examples)") in text
-    assert len(placed) == 3
+            f"headline of every suite (n = {', '.join(map(str, placed[:-1]))} and {placed[-1]} examples)") in text
     assert (f"placed on everything the command took {fixed(lime['wall_seconds'] / 60, 1)} min, "
             f"{lime['wall_over_floor_and_attribution']} times floor plus its own "
             f"{fixed(lime['attribution_seconds'], 1, thousands=True)} s of attribution (a floor of "
             f"{fixed(lime_floor, 1)} s; the forward passes {fixed(lime['forward_seconds'] / lime_floor, 2)} times it), "
             f"its report {fixed(lime['report_seconds'], 1)} s") in text
-    assert (f"a method of LIME's cost took {fixed(lime['wall_seconds'] / 60, 1)} min on everything, "
+    assert (f"a method of LIME's cost reached every suite's headline within `--budget 2m` "
+            f"({fixed(lime_budgeted['wall_seconds'])} s for the whole command) and took "
+            f"{fixed(lime['wall_seconds'] / 60, 1)} min on everything, "
             f"{lime['wall_over_floor_and_attribution']} times its floor plus its own attribution time "
             f"({fixed(lime['attribution_seconds'] / 60)} min of it LIME's own)") in guide

@@ -89,8 +89,10 @@ class Pipeline:
 
         def feed() -> Iterator[tuple[SuitePlan, Job]]:
             for job in queue:
-                kind = (job.suite, job.analysis is not None)
-                typical = sorted(seconds.get(kind, [0.0]))[len(seconds.get(kind, [0.0])) // 2]
+                # the job's expected seconds: the median seconds per row of the jobs of its kind so far, times its
+                # rows (a placed method's joined job holds several shards: a job's own median would undercount it)
+                per_row = sorted(seconds.get((job.suite, job.analysis is not None), [0.0]))
+                typical = per_row[len(per_row) // 2] * job.size()
                 if budget is not None and time.monotonic() - started + typical > budget:
                     state["stopped"] = True
                     return
@@ -117,7 +119,7 @@ class Pipeline:
                    disable=not self.options.progress)
         for plan, job, rows, counts in executor.map(feed(), self.context):
             now = time.monotonic()
-            seconds.setdefault((plan.index, job.analysis is not None), []).append(now - state["last"])
+            seconds.setdefault((plan.index, job.analysis is not None), []).append((now - state["last"]) / job.size())
             state["last"] = now
             finished += 1
             suite = by_suite.setdefault(plan.name, {**dict.fromkeys(keys, 0), "model_lengths": Counter()})
@@ -204,10 +206,11 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]],
     First the rows of methods placed beside others (``filled``: per suite the (evaluation, example) cells that
     already hold rows, e.g. a method added to a grown or published folder): by :func:`placement_tier` (the headline
     metric with the cost, then the known answers, then the axiom and sanity checks, then the other metrics), each
-    tier on every suite before the next, so a provisional headline verdict on every suite comes first, their shards
-    joined :data:`PLACED_JOIN` at a time (one method's rows of one tier fill few batches per shard). Then, for
-    each suite that can reach a verdict, the rows of its headline evaluation (and of the unranked ones, cost and
-    checks, which read the attributions and cost no model output) on the examples the verdict needs
+    tier on every suite before the next, so a provisional headline verdict on every suite comes first; each tier's
+    first shard of a suite alone (a costly method's first job measures its cost before a budget commits to more),
+    its others joined :data:`PLACED_JOIN` at a time (one method's rows of one tier fill few batches per shard).
+    Then, for each suite that can reach a verdict, the rows of its headline evaluation (and of the unranked ones,
+    cost and checks, which read the attributions and cost no model output) on the examples the verdict needs
     (:func:`ranking_needs`), suite by suite in the config's order (so a budget too short for all still brings the
     first suites to their verdicts, rather than every suite short of one); then the analyses of the models; then
     every suite's remaining rows (the other metrics of those examples, then whole examples) round-robin, so all
@@ -232,7 +235,7 @@ def _schedule(plans: Sequence[SuitePlan], per_suite: list[list[Job]],
                     rest.append(Job(job.suite, {i: c for i, c in left.items() if c}))
             kept.append(rest)
         per_suite = kept
-    placing = [[_joined(jobs, PLACED_JOIN) for jobs in tier] for tier in placing]
+    placing = [[jobs[:1] + _joined(jobs[1:], PLACED_JOIN) for jobs in tier] for tier in placing]
     placed = [job for tier in placing for round_ in _round_robin(tier) for job in round_]
     scoring = [[job for job in jobs if job.analysis is None] for jobs in per_suite]
     analyses = [job for jobs in per_suite for job in jobs if job.analysis is not None]

@@ -870,8 +870,8 @@ def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
 
     placing = [job for job in queue if job.suite < 2]
     assert [job.suite for job in queue[:len(placing)]] == [job.suite for job in placing]  # placement first
-    assert PLACED_JOIN == 4  # 5 shards of 2 examples per suite: jobs of 8 and 2 examples per tier
-    assert [len(job.rows) for job in placing] == [8, 8, 2, 2] * 2
+    assert PLACED_JOIN == 4  # 5 shards of 2 examples per suite: per tier the first alone, then the other 4 joined
+    assert [len(job.rows) for job in placing] == [2, 2, 8, 8] * 2
     assert [evals(job) for job in placing] == [{"naopc", "timing"}] * 4 + [{"erasure_aopc"}] * 4
     assert [job.suite for job in placing[:4]] == [0, 1] * 2  # every suite's headline before any other metric
     assert len({cell[1] for job in placing for cells in job.rows.values() for cell in cells}) == 1  # grad_l2's
@@ -881,6 +881,56 @@ def test_a_placed_methods_rows_come_headline_first_on_every_suite(tmp_path):
     fresh = [job for job in queue if job.suite == 2]
     assert fresh and queue.index(fresh[0]) == len(placing)
 
+
+def test_a_budget_prices_a_joined_job_by_its_rows_and_stops_before_one_it_cannot_afford(tmp_path, monkeypatch):
+    """A costly placed method: each suite's first shard of a tier comes alone and measures its cost; the joined job
+    after it holds four shards, so the budget expects four times the seconds (per row, not per job) and stops
+    before it rather than overrunning. A clock that advances a second per row computed stands in for the machine."""
+    import shutil
+
+    from attrbench.runtime import pipeline
+
+    class Clock:
+        now = 0.0
+
+        def monotonic(self):
+            return self.now
+
+        def __getattr__(self, name):
+            return getattr(time, name)
+
+    clock, sizes = Clock(), []
+
+    class Timed(LocalExecutor):
+        def map(self, jobs, context):
+            for plan, job, rows, counts in super().map(jobs, context):
+                clock.now += job.size()
+                sizes.append((job.suite, len(job.rows), job.size()))
+                yield plan, job, rows, counts
+
+    suite = 'dataset = "sva-generated"\nevals = ["naopc", "erasure_aopc", "timing"]\nn = 10\n'
+    path = tmp_path / "place.toml"
+    path.write_text(f'name = "place"\nshard_size = 2\n[[suite]]\nmodel = "tiny-gpt2"\n{suite}'
+                    f'[[suite]]\nmodel = "tiny-bert"\n{suite}')
+    config = read_config(path)
+    for entry in config["suite"]:
+        entry["methods"] = ["alti", "blank_out"]
+    run_leaderboard(config, tmp_path / "run", progress=False)
+    shutil.copytree(tmp_path / "run", tmp_path / "again")
+    for entry in config["suite"]:
+        entry["methods"] = ["alti", "blank_out", "grad_l2"]
+    monkeypatch.setattr(pipeline, "time", clock)
+    run_leaderboard(config, tmp_path / "run", executor=Timed(progress=False), progress=False, budget=10 ** 6)
+    # per tier (the headline and cost, then the other metric): each suite's first shard alone, then the rest joined
+    assert [s[:2] for s in sizes] == [(0, 2), (1, 2), (0, 8), (1, 8)] * 2
+    a, b, c = (s[2] for s in sizes[:3])
+    assert c == 4 * a
+    # a budget the joined job would fit at the single shard's seconds, but not at its own rows': it is not started
+    sizes.clear()
+    clock.now = 0.0
+    done = run_leaderboard(config, tmp_path / "again", executor=Timed(progress=False), progress=False,
+                           budget=a + b + a + 0.5)
+    assert done["stopped_by_budget"] and [s[:2] for s in sizes] == [(0, 2), (1, 2)]
 
 def test_evaluate_takes_the_bounds_and_floors_a_published_run_holds_and_computes_none_of_them(tmp_path):
     """A run folder's shared rows (NAOPC's bounds) and random floors, for the same weights, examples and
