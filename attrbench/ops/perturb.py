@@ -9,7 +9,8 @@ fixed on the unperturbed text.
 An erasure metric removes *features* of an example, each a set of its non-special tokens:
 
 - ``unit``: ``token`` (every non-special token is a feature) or ``word`` (the tokens of one word, as the
-  tokenizer's pre-tokenizer splits words: Edin et al.'s word map);
+  tokenizer's pre-tokenizer splits words: Edin et al.'s word map; see :func:`word_features` for a tokenizer
+  that marks none);
 - ``operator``: ``delete`` (the tokens leave the sequence; the explained row moves with it), ``mask``
   or ``pad`` (each token is replaced by the mask or pad token; rows stay), or ``auto`` (``mask`` for an
   encoder whose tokenizer has a mask token, ``delete`` for a decoder, which was never trained with one).
@@ -193,19 +194,56 @@ def resolve_operator(adapter, operator: str) -> str:
     return operator
 
 
+def marks_words(tokenizer) -> bool:
+    """Whether the tokenizer's word ids split words: a SentencePiece tokenizer whose spaces become ▁ before its
+    pre-tokenizer runs (Gemma's, Llama 2's) gives one word id to the whole text."""
+    return len({w for w in tokenizer("one two", add_special_tokens=False).word_ids() if w is not None}) > 1
+
+
 def word_features(adapter, text: str, input_ids: Sequence[int]) -> list[list[int]]:
-    """The non-special token positions of ``text`` grouped by word (the tokenizer's own word split)."""
-    encoding = adapter.tokenizer(text)
-    if list(encoding["input_ids"]) != list(input_ids):
-        raise InputError("word units need the text the token ids came from")
+    """The non-special token positions of ``text`` grouped by word: the tokenizer's own word split (its word ids);
+    where it marks no words (:func:`marks_words`), the words of the ``Whitespace`` pre-tokenizer (runs of letters
+    and digits, runs of other non-space characters, as a BERT-style split), each token in the word its characters
+    overlap (a whitespace-only token in the next word; the words one token spans, one feature)."""
     if not adapter.tokenizer.is_fast:
         raise InputError(f"word units need a fast tokenizer (word ids); '{adapter.name}' has a slow one: "
                          "use unit token")
+    own = marks_words(adapter.tokenizer)
+    encoding = adapter.tokenizer(text, return_offsets_mapping=not own)
+    if list(encoding["input_ids"]) != list(input_ids):
+        raise InputError("word units need the text the token ids came from")
+    positions = non_special(adapter, input_ids).tolist()
+    if own:
+        word_ids = encoding.word_ids()
+    else:
+        from tokenizers.pre_tokenizers import Whitespace
+
+        spans = [span for _, span in Whitespace().pre_tokenize_str(text)]
+        hits = {p: [k for k, (a, b) in enumerate(spans) if encoding["offset_mapping"][p][0] < b
+                    and encoding["offset_mapping"][p][1] > a] for p in positions}
+        if not any(hits.values()):  # no word at all (whitespace only): each token a feature
+            return [[p] for p in positions]
+        root = list(range(len(spans)))  # union-find: the words one token spans become one
+
+        def find(k: int) -> int:
+            while root[k] != k:
+                k = root[k]
+            return k
+
+        for words in hits.values():
+            for k in words[1:]:
+                root[find(k)] = find(words[0])
+        word_ids, following = [None] * len(encoding["input_ids"]), None
+        for p in reversed(positions):  # a token on no word joins the next token's word (the last: the previous)
+            following = find(hits[p][0]) if hits[p] else following
+            word_ids[p] = following
+        last = next(word_ids[p] for p in positions if word_ids[p] is not None)
+        for p in positions:
+            last = word_ids[p] = last if word_ids[p] is None else word_ids[p]
     words: dict[int, list[int]] = {}
-    keep = set(non_special(adapter, input_ids).tolist())
-    for position, word in enumerate(encoding.word_ids()):
-        if word is not None and position in keep:
-            words.setdefault(word, []).append(position)
+    for position in positions:
+        if word_ids[position] is not None:
+            words.setdefault(word_ids[position], []).append(position)
     return list(words.values())
 
 

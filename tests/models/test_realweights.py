@@ -58,6 +58,14 @@ def test_gemma3_loads_from_its_chunk_packages_knows_agreement_and_is_decomposed_
         logits = adapter.row_logits(resolved.row, input_ids=ids).log_softmax(-1)[0]
     are, is_ = float(logits[resolved.index]), float(logits[resolved.contrast_index])
     assert are == pytest.approx(-1.62, abs=0.01) and is_ == pytest.approx(-3.98, abs=0.01)
+    from attrbench.ops.perturb import Perturbations  # its tokenizer marks no words: the word units are the text's
+
+    text = "The keys to the cabinet, which my brother's friends lost,"
+    clause = adapter.tokenizer(text)["input_ids"]
+    words = Perturbations(adapter, clause, resolve_text(adapter, clause, Target.parse("contrast:are/is")), "delete",
+                          "word", text)
+    assert [adapter.tokenizer.decode([words.ids[p] for p in w]).strip() for w in words.features] == [
+        "The", "keys", "to", "the", "cabinet", ",", "which", "my", "brother", "'", "s", "friends", "lost", ","]
     result = attrbench.attribute(adapter, "The keys to the cabinet", ["grad_x_input", "integrated_gradients",
                                                                       "occlusion"], target="contrast:are/is")
     assert result.results[0]["integrated_gradients"].meta["axiom"]["passes"]
