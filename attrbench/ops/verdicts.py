@@ -314,6 +314,17 @@ def aliases(tables: Sequence[dict[str, Sequence[Optional[float]]]], tolerance: f
     return groups
 
 
+@functools.lru_cache(maxsize=4)
+def _dirichlet(m: int, nsamples: int, seed: int) -> np.ndarray:
+    """baycomp's posterior draws over ``m`` points, its pseudo-observation 0 (prior weight ½) and ``m - 1``
+    differences (1 each): they depend on (m, draws, seed) only, so the pairs of a table share them (read-only)."""
+    weights = np.ones(m)
+    weights[0] = 0.5
+    draws = np.random.RandomState(seed).dirichlet(weights, nsamples)
+    draws.setflags(write=False)
+    return draws
+
+
 @reused
 def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BAYES_DRAWS, seed: int = 0
                       ) -> tuple[float, float, float]:
@@ -332,16 +343,20 @@ def bayes_signed_rank(d: Sequence[float], rope: float = ROPE, nsamples: int = BA
     m = len(diff)
     order = np.argsort(diff, kind="stable")
     sums = diff[:, None] + diff[None, order]  # baycomp's pair sums, each row ascending
-    weights = np.ones(m)
-    weights[0] = 0.5  # baycomp's prior
-    draws = np.random.RandomState(seed).dirichlet(weights, nsamples)
+    draws = _dirichlet(m, nsamples, seed)
     prefix = np.zeros((nsamples, m + 1))
     np.cumsum(np.take(draws, order, axis=1), axis=1, out=prefix[:, 1:])
-    below_lt, above_lt = ((sums < t).sum(axis=1) for t in (-2 * rope, 2 * rope))
-    below_le, above_le = ((sums <= t).sum(axis=1) for t in (-2 * rope, 2 * rope))
+
+    def run_to(threshold: float) -> np.ndarray:
+        """Per draw and row, the weight of the sums below ``threshold`` plus half of those at it."""
+        lt, le = (sums < threshold).sum(axis=1), (sums <= threshold).sum(axis=1)
+        if np.array_equal(lt, le):  # no sum at it (the usual case): 0.5 * (a + a) is a, bit for bit
+            return np.take(prefix, lt, axis=1)
+        return 0.5 * (np.take(prefix, lt, axis=1) + np.take(prefix, le, axis=1))
+
     # (H w)[i]: the run below the threshold whole, the run at it half: sums < -2 rope ... and sums > 2 rope
-    below = 0.5 * (np.take(prefix, below_lt, axis=1) + np.take(prefix, below_le, axis=1))
-    above = prefix[:, m:] - 0.5 * (np.take(prefix, above_lt, axis=1) + np.take(prefix, above_le, axis=1))
+    below = run_to(-2 * rope)
+    above = prefix[:, m:] - run_to(2 * rope)
     left = np.einsum("si,si->s", draws, below)
     right = np.einsum("si,si->s", draws, above)
     samples = np.stack([left, 1.0 - left - right, right], axis=1)
