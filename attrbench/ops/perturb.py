@@ -23,6 +23,7 @@ sequence through the model once, in batches, and cache it (``attrbench.ops.batch
 """
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 from typing import Any, Generator, Optional, Sequence
@@ -219,8 +220,17 @@ def word_features(adapter, text: str, input_ids: Sequence[int]) -> list[list[int
         from tokenizers.pre_tokenizers import Whitespace
 
         spans = [span for _, span in Whitespace().pre_tokenize_str(text)]
-        hits = {p: [k for k, (a, b) in enumerate(spans) if encoding["offset_mapping"][p][0] < b
-                    and encoding["offset_mapping"][p][1] > a] for p in positions}
+        ends = [b for _, b in spans]  # ascending: the words are disjoint and in text order
+
+        def overlapped(start: int, end: int) -> list[int]:
+            """The words that share a character with the token's span."""
+            words, k = [], bisect.bisect_right(ends, start)  # the first word ending after the token starts
+            while k < len(spans) and spans[k][0] < end:
+                words.append(k)
+                k += 1
+            return words
+
+        hits = {p: overlapped(*encoding["offset_mapping"][p]) for p in positions}
         if not any(hits.values()):  # no word at all (whitespace only): each token a feature
             return [[p] for p in positions]
         root = list(range(len(spans)))  # union-find: the words one token spans become one

@@ -43,6 +43,7 @@ def test_a_tokenizer_that_marks_no_words_gets_the_texts_words():
     assert [p.replace("▁", "") for p in pieces] == WORDS[:8] + ["brother's"] + WORDS[11:]
     plain = _decoded(tokenizer, "The keys are")
     assert plain == ["The", "▁keys", "▁are"] and _decoded(tokenizer, " ") == ["▁"]
+    assert _decoded(tokenizer, " The  keys ") == ["▁The", "▁▁keys▁"]  # a space token: the next word, else the last
 
 
 def test_a_tokenizer_that_marks_words_keeps_its_own_split():
