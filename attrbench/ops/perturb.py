@@ -30,6 +30,7 @@ from typing import Any, Generator, Optional, Sequence
 
 import numpy as np
 import torch
+from tokenizers.pre_tokenizers import Whitespace
 
 from ..errors import InputError
 from .tokens import pad_ids
@@ -217,8 +218,6 @@ def word_features(adapter, text: str, input_ids: Sequence[int]) -> list[list[int
     if own:
         word_ids = encoding.word_ids()
     else:
-        from tokenizers.pre_tokenizers import Whitespace
-
         spans = [span for _, span in Whitespace().pre_tokenize_str(text)]
         ends = [b for _, b in spans]  # ascending: the words are disjoint and in text order
 
