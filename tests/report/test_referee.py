@@ -139,7 +139,7 @@ def test_a_referee_judges_a_floor_planned_on_the_first_examples_only(tmp_path):
     assert check(tmp_path / "run") >= 1
 
 
-@pytest.mark.parametrize("name,suites", [("default", 4), ("full", 4)])
+@pytest.mark.parametrize("name,suites", [("default", 4), ("full", 5)])
 def test_a_referee_agrees_with_the_published_reports(name, suites):
     """The committed statistics and sentences equal what the committed rows give (no model is loaded)."""
     assert check(ROOT / "reports" / name) == suites
@@ -189,7 +189,8 @@ def test_the_readmes_held_out_split_and_default_run_findings_are_the_published_s
 # not give fails the test that compares them.
 SUITE_NAMES = {"minilm-l6-sst2 · sst2": "MiniLM · SST-2", "minilm-l6-sva · sva-linzen": "MiniLM · agreement",
                "minilm-l6-sst2-shortcut · sst2-shortcut": "MiniLM · planted shortcuts",
-               "smollm2-135m · sva-linzen": "SmolLM2 · agreement"}
+               "smollm2-135m · sva-linzen": "SmolLM2 · agreement",
+               "gemma3-270m · sva-linzen": "Gemma 3 · agreement"}
 VERDICTS_HEADER = ("| suite | n | top group by NAOPC comprehensiveness | metrics whose top group holds it | "
                    "against the random floor, by NAOPC comprehensiveness, and where the other metrics differ |")
 KNOWN_HEADER = ("| suite | n | top group by the known answer | the NAOPC top's group | better than the floor | "
@@ -357,26 +358,28 @@ def test_the_readmes_sanity_finding_is_the_published_rows():
     assert re.search(rf"minilm-l6-sst2 · sst2: the sanity check .+? flags {said[3]} as insensitive", findings)
     assert re.search(r"minilm-l6-sva · sva-linzen: the sanity check .+? flags none of the", findings)
     assert re.search(r"minilm-l6-sst2-shortcut · sst2-shortcut: the sanity check .+? flags none of the", findings)
-    # SmolLM2: every method on the same items, the flagged ones (an alias named beside the row it is folded into)
-    smollm2 = re.search(r"On SmolLM2's (\d+) agreement items \((\d+) of them with a value\) it flags (.+?) as "
-                        r"insensitive to the model \(median \|Spearman\| ([\d.]+) to ([\d.]+)\)\.", text)
-    assert smollm2, "reports/README.md no longer says what the sanity check found on SmolLM2"
-    values = {r["method"]: r["values"] for r in run.records if (r["eval"], r["metric"], r["model"]) ==
-              ("randomisation", evaluation.primary_metric, "smollm2-135m")}
-    assert {len(v) for v in values.values()} == {int(smollm2[1])}
-    assert {sum(x is not None for x in v) for v in values.values()} == {int(smollm2[2])}
-    medians = {m: np.median([abs(x) for x in v if x is not None]) for m, v in values.items()}
-    named = {m: med for m, med in medians.items() if med >= evaluation.threshold}
-    assert set(re.findall(r"`(\w+)`", smollm2[3])) == set(named)
-    assert (f"{min(named.values()):.2f}", f"{max(named.values()):.2f}") == (smollm2[4], smollm2[5])
-    reported = re.search(r"smollm2-135m · sva-linzen: the sanity check .+?; n = (\d+)\) flags (.+?) as insensitive",
-                         findings)
-    assert reported and int(reported[1]) == int(smollm2[2])
-    assert set(reported[2].split(", ")) <= set(named) and len(reported[2].split(", ")) == len(named) - 1  # one alias
+    # the decoders: every method on the same items, the flagged ones (an alias named beside the row it is folded into)
+    for name, model in (("SmolLM2", "smollm2-135m"), ("Gemma 3", "gemma3-270m")):
+        said = re.search(rf"On {name}'s (\d+) agreement items \((\d+) of them with a value\) it flags (.+?) as "
+                         r"insensitive to the model \(median \|Spearman\| ([\d.]+) to ([\d.]+)\)\.", text)
+        assert said, f"reports/README.md no longer says what the sanity check found on {name}"
+        values = {r["method"]: r["values"] for r in run.records if (r["eval"], r["metric"], r["model"]) ==
+                  ("randomisation", evaluation.primary_metric, model)}
+        assert {len(v) for v in values.values()} == {int(said[1])}, name
+        assert {sum(x is not None for x in v) for v in values.values()} == {int(said[2])}, name
+        medians = {m: np.median([abs(x) for x in v if x is not None]) for m, v in values.items()}
+        named = {m: med for m, med in medians.items() if med >= evaluation.threshold}
+        assert set(re.findall(r"`(\w+)`", said[3])) == set(named), name
+        assert (f"{min(named.values()):.2f}", f"{max(named.values()):.2f}") == (said[4], said[5]), name
+        reported = re.search(rf"{model} · sva-linzen: the sanity check .+?; n = (\d+)\) flags (.+?) as insensitive",
+                             findings)
+        assert reported and int(reported[1]) == int(said[2]), name
+        flagged_there = reported[2].split(", ")
+        assert set(flagged_there) <= set(named) and len(flagged_there) == len(named) - 1, name  # one alias
 
 
 def test_the_readmes_axiom_finding_is_the_published_rows():
-    """reports/README.md's sentences on reports/full's axiom checks on its four ranked suites, recomputed with numpy
+    """reports/README.md's sentences on reports/full's axiom checks on its ranked suites, recomputed with numpy
     from the rows: every method that claims an axiom checked on every example of each, the one below the 95 % bar with its
     counts and median residuals, the others at or above it on each; the report's own findings name the same cells;
     integrated gradients' count on SmolLM2, its tolerance, cap and baseline are those of its published rows and of
@@ -421,6 +424,20 @@ def test_the_readmes_axiom_finding_is_the_published_rows():
     defaults = METHODS.get("integrated_gradients").get_params()
     assert (defaults["tolerance"], defaults["baseline"], defaults["max_steps"]) == (
         float(said[17]), said[20], int(said[21].replace(",", "")))
+    # Gemma 3: the same method below the bar, the same others at or above it, on every one of its items
+    gemma = re.search(r"On Gemma 3's ([\d,]+) agreement items `(\w+)` meets its (\w+) on (\d+) of them \(median "
+                      r"relative residual ([\d.]+)\) and (.+?) meet theirs on at least (\d+) % of them", text)
+    assert gemma, "reports/README.md no longer says what reports/full's axiom checks found on Gemma 3"
+    assert (gemma[2], gemma[3]) == (method, axiom) and set(re.findall(r"`(\w+)`", gemma[6])) == others
+    assert float(gemma[7]) / 100 == Axioms.check_share
+    rows = {(r["method"], r["metric"]): r for r in records
+            if r["eval"] == "axioms" and (r["model"], r["dataset"]) == ("gemma3-270m", "sva-linzen")}
+    passes = {m: [v for v in r["values"] if v is not None] for (m, metric), r in rows.items() if metric == "passes"}
+    assert {len(v) for v in passes.values()} == {int(gemma[1].replace(",", ""))}
+    assert {m for m, v in passes.items() if np.mean(v) < Axioms.check_share} == {method}
+    assert set(passes) - {method} == others and int(sum(passes[method])) == int(gemma[4])
+    assert f"{np.median(rows[(method, 'residual')]['values']):.2g}" == gemma[5]
+    assert f"gemma3-270m · sva-linzen: {method} meets its {axiom} axiom" in findings
 
 
 @pytest.mark.parametrize("page", ["reports/README.md"])
