@@ -226,8 +226,11 @@ def test_a_published_run_loads_and_its_means_are_the_leaderboards(name):
             assert record.get("mean") is None or not ((run.results.eval == record["eval"]) &
                                                       (run.results.metric == record["metric"])).any()
             continue  # not per example (ln_outliers' per-layer correlation): no rows, never mislabelled ones
+        # pandas and the report sum in different orders: float64 rounding, at most n ulps of the mean |value|
+        values = np.abs(np.array([v for v in record["values"] if v is not None], dtype=np.float64))
+        rounding = len(values) * np.finfo(np.float64).eps * float(values.mean()) if len(values) else 0.0
         assert means[(record["model"], record["dataset"], record["eval"], record["metric"], record["method"])] == \
-            pytest.approx(record["mean"], abs=1e-12)
+            pytest.approx(record["mean"], abs=rounding)
         checked += 1
     assert checked > 100
     for title, frame in run.leaderboard.items():  # the tables as the committed document shows them
