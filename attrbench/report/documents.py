@@ -59,6 +59,7 @@ from .tables import (
     report_tables,
     short,
     split_table,
+    still_computing,
     suite_title,
     table_title,
     table_group,
@@ -772,10 +773,12 @@ def _render(run_dir: str | Path, target: Path, records: list[dict], meta: dict) 
     config = meta["config"]
     resamples = config.get("bootstrap_resamples", RESAMPLES)
     every = records  # a provisional method's cost is on the scorecard, from its rows so far
+    folder = target / "figures"
+    # the tables' figures first: they read the ranked records only, and the worker drawing them then runs beside the
+    # tables' statistics rather than after them
+    figures = make_figures(still_computing(records, meta.get("plan"))[0], folder)
     tables, records, held = report_tables(records, meta.get("plan"), config["seed"])
     by_suite = faithfulness_tables(tables)
-    folder = target / "figures"
-    figures = make_figures(records, folder)
     for suite_tables in by_suite.values():  # the headline's neighbours compared (Bayesian signed-rank), stability
         headline = headline_table(suite_tables)
         if headline is not None:
