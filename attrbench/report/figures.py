@@ -28,7 +28,7 @@ from ..errors import InputError
 from ..ops.reuse import active, key_of, source_digest
 from ..ops.stats import median_iqr
 from ..registry import EVALS
-from . import plot as plot_module, scorecard as scorecard_module, tables as tables_module
+from . import drawer as drawer_module, plot as plot_module, scorecard as scorecard_module, tables as tables_module
 from .plot import new_figure, pending_writer, plot_maps, save_figure
 from .scorecard import cell_text
 from .tables import Table, alias_label, aliased, groups, short, suite_title, table_title
@@ -71,7 +71,8 @@ def cached(draw):
         inputs = dict(bound.arguments)
         folder = Path(inputs.pop("folder"))
         try:
-            code = [source_digest(module) for module in (plot_module, scorecard_module, tables_module)]
+            code = [source_digest(module) for module in (drawer_module, plot_module, scorecard_module,
+                                                         tables_module)]
             key = key_of(draw, code, {name: _by_rows(value, reuse) for name, value in inputs.items()})
         except TypeError:  # an input without a digest: drawn
             return draw(*args, **kwargs)

@@ -2,10 +2,13 @@
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
 import pickle
-from concurrent.futures import Future, ProcessPoolExecutor
+import signal
+import subprocess
+import sys
+import threading
+from concurrent.futures import Future
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
@@ -13,12 +16,12 @@ from typing import Callable, Iterator, Optional, Sequence
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from PIL import Image
 
 from ..decompose import Decomposition
 from ..errors import InputError
+from . import drawer
+from .drawer import lay_out_and_write
 
 # no "Software" text chunk (matplotlib's version): the same figure gives the same bytes under any matplotlib
 PNG_METADATA = {"Software": None}
@@ -86,55 +89,93 @@ def save_figure(fig, path: str | Path, title: str) -> Path:
     if writer is not None:
         writer.submit(fig, path)
         return path
-    _lay_out_and_write(fig, path)
+    lay_out_and_write(fig, path)
     return path
 
 
-def _lay_out_and_write(fig, path: Path) -> None:
-    """Lay out ``fig`` and write it with 256 colours: a plot is flat colours and their anti-aliased edges, which a
-    palette keeps to the eye at about a third of the bytes of matplotlib's RGBA PNG (the published reports' figures
-    would otherwise be most of their size). The pixels come from the Agg canvas at the figure's 110 dpi, as
-    ``savefig`` draws them, without encoding and decoding a PNG in between (the same file, a fifth less time)."""
-    fig.tight_layout()
-    canvas = FigureCanvasAgg(fig)
-    fig.set_dpi(110)
-    canvas.draw()
-    drawn = Image.fromarray(np.asarray(canvas.buffer_rgba()), "RGBA")
-    drawn.convert("RGB").quantize(256).save(path, format="PNG", optimize=True)
+_NOT_SET = {"backend", "backend_fallback"}  # the drawing process's own: not a drawing's
+_RUN_FILE = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
-def _write_pickled(figure: bytes, settings: dict, path: str) -> str:
-    with matplotlib.rc_context(settings):  # matplotlib's settings changed since the fork, as the caller has them
-        _lay_out_and_write(pickle.loads(figure), Path(path))
-    return path
+class _PlainFigures(pickle.Pickler):
+    """Pickles a :class:`NotebookFigure` as the matplotlib ``Figure`` it draws as: the drawing process then
+    unpickles it with matplotlib alone, without importing this package (and torch) for a method it never calls."""
+
+    def reducer_override(self, obj):
+        if type(obj) is NotebookFigure:  # object.__new__(Figure), then its state, as copyreg's reduction does
+            _, _, *rest = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)
+            return (object.__new__, (Figure,), *rest)
+        return NotImplemented
 
 
-_NOT_SET = {"backend", "backend_fallback"}  # the worker's own: not a drawing's
+def _pickled(fig) -> bytes:
+    buffer = io.BytesIO()
+    _PlainFigures(buffer, protocol=pickle.HIGHEST_PROTOCOL).dump(fig)
+    return buffer.getvalue()
 
 
 class FigureWriter:
-    """Lays out and writes pickled figures in worker processes (a figure pickled gives the same PNG bytes), while
-    the report goes on computing its tables; :meth:`wait` calls each file's callbacks once it is written."""
+    """Lays out and writes pickled figures in a drawing process (:mod:`attrbench.report.drawer`: a fresh
+    interpreter that forks a child per figure, so the same figure gives the same bytes), while the report goes on
+    computing its tables; :meth:`wait` calls each file's callbacks once it is written."""
 
     def __init__(self, workers: int):
-        # forked: a worker starts in milliseconds with matplotlib loaded, and never runs the caller's script again
-        self._pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"))
+        # ``-c``: the file runs as a script without importing this package or putting its folder on the path; a
+        # fixed hash seed: the drawing process is the same process on every run
+        self._process = subprocess.Popen(
+            [sys.executable, "-c", _RUN_FILE, drawer.__file__, str(workers)], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env={**os.environ, "PYTHONHASHSEED": "0"}, start_new_session=True)
+        self.apart = 0  # figures handed to the drawing process
+        self._jobs: dict[int, Future] = {}
+        self._ended: Optional[str] = None  # why the drawing process takes no more figures
+        self._lock = threading.Lock()
         self._pending: list[Future] = []
-        self._settings = dict(matplotlib.rcParams)  # what a worker starts with; a figure sends what changed since
         self._after: dict[Path, list[Callable[[Path], None]]] = {}
+        self._answers = threading.Thread(target=self._read_answers, daemon=True)  # the pipe never fills
+        self._answers.start()
+
+    def _read_answers(self) -> None:
+        stream = self._process.stdout
+        while True:
+            header = stream.read(drawer.HEADER.size)
+            if len(header) < drawer.HEADER.size:
+                break
+            job, error = pickle.loads(stream.read(drawer.HEADER.unpack(header)[0]))
+            future = self._jobs.pop(job)
+            if error is None:
+                future.set_result(None)
+            else:
+                future.set_exception(pickle.loads(error))
+        code = self._process.wait()
+        with self._lock:
+            self._ended = f"the figure-drawing process ended (exit code {code}) before writing every figure"
+            left, self._jobs = list(self._jobs.values()), {}
+        for future in left:
+            future.set_exception(RuntimeError(self._ended))
 
     def submit(self, fig, path: Path) -> None:
         for ax in fig.axes:  # limits still to be autoscaled are settled here, as a drawing here would settle them
             ax.get_xlim(), ax.get_ylim()
         try:
-            figure = pickle.dumps(fig)
+            figure = _pickled(fig)
         except (pickle.PicklingError, TypeError, AttributeError):  # an artist that does not pickle: written here
-            _lay_out_and_write(fig, path)
+            lay_out_and_write(fig, path)
             return
-        settings = {key: value for key, value in matplotlib.rcParams.items()
-                    if key not in _NOT_SET and self._settings.get(key) != value}
-        self._pending.append(self._pool.submit(_write_pickled, figure, settings, str(path)))
+        settings = {key: value for key, value in matplotlib.rcParams.items() if key not in _NOT_SET}
+        future: Future = Future()
+        job = len(self._pending)
+        with self._lock:
+            if self._ended is not None:
+                raise RuntimeError(self._ended)
+            self._jobs[job] = future
+        self._pending.append(future)
+        try:
+            self._process.stdin.write(drawer.frame((job, figure, settings, str(path))))
+            self._process.stdin.flush()
+        except BrokenPipeError:  # ended since: its answers say why
+            pass
         self._after.setdefault(Path(path), [])
+        self.apart += 1
 
     def after(self, path: Path, callback: Callable[[Path], None]) -> bool:
         """Call ``callback(path)`` once ``path`` is written; False (nothing kept) where it is not being written."""
@@ -145,16 +186,25 @@ class FigureWriter:
 
     def wait(self) -> None:
         """Every submitted figure written (the first failure raised), then their callbacks called."""
-        pending, self._pending = self._pending, []
-        for future in pending:
+        for future in self._pending:
             future.result()
         after, self._after = self._after, {}
         for path, callbacks in after.items():
             for callback in callbacks:
                 callback(path)
 
-    def close(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+    def close(self, finish: bool = True) -> None:
+        """End the drawing process: once it has drawn what it has (``finish``) or at once."""
+        if not finish:  # the figures being drawn too: nothing of an abandoned report is written later
+            try:
+                os.killpg(self._process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:
+            self._process.stdin.close()
+        except BrokenPipeError:
+            pass
+        self._answers.join()
 
 
 _WRITER: ContextVar[Optional[FigureWriter]] = ContextVar("figure_writer", default=None)
@@ -162,24 +212,27 @@ _WRITER: ContextVar[Optional[FigureWriter]] = ContextVar("figure_writer", defaul
 
 @contextmanager
 def writing_apart(workers: Optional[int] = None) -> Iterator[Optional[FigureWriter]]:
-    """Within this block :func:`save_figure` hands each figure to ``workers`` processes (default: one fewer than the
-    CPUs this process may use, at least one, at most four) and returns; every file is written when it ends, or
-    at :meth:`FigureWriter.wait`; where processes cannot be forked, as they come. A report draws dozens of figures:
-    their layout and rasterising, most of a figure's cost, then run beside its statistics."""
+    """Within this block :func:`save_figure` hands each figure to the drawing process, which draws ``workers`` at
+    a time (default: one fewer than the CPUs this process may use, at least one, at most four), and returns; every
+    file is written when it ends, or at :meth:`FigureWriter.wait`; where processes cannot be forked, as they come.
+    A report draws dozens of figures: their layout and rasterising, most of a figure's cost, then run beside its
+    statistics."""
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
         workers = min(4, max(1, cpus - 1))
-    if "fork" not in multiprocessing.get_all_start_methods():  # Windows: written as they come
+    if not hasattr(os, "fork") or not sys.executable:  # Windows, an embedded interpreter: written as they come
         yield None
         return
     writer = FigureWriter(workers)
     token = _WRITER.set(writer)
+    finished = False
     try:
         yield writer
         writer.wait()
+        finished = True
     finally:
         _WRITER.reset(token)
-        writer.close()
+        writer.close(finish=finished)
 
 
 def pending_writer() -> Optional[FigureWriter]:
