@@ -374,7 +374,18 @@ def cmd_run(args) -> None:
                   f"{paths['more']}")
     if paths.get("computing"):
         print(f"still computing: {paths['computing']}")
+    if _kept_line(paths):
+        print(_kept_line(paths))
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
+
+
+def _kept_line(paths: dict) -> str:
+    """Why a report computed again what its folder kept: the kept results are of other library versions."""
+    if not paths.get("kept_under"):
+        return ""
+    return (f"the report computed its statistics and figures again ({paths['computed']} results): those kept in "
+            f"reuse.json.gz are of {paths['kept_under']}, and a kept result is used only under the versions that "
+            "computed it")
 
 
 def _paths_json(paths: dict) -> dict:
@@ -392,6 +403,8 @@ def cmd_report(args) -> None:
     if args.json:
         print(json.dumps(_paths_json(paths)))
         return
+    if _kept_line(paths):
+        print(_kept_line(paths))
     print(f"leaderboard: {paths['leaderboard']} ({paths['tables']} tables)\nreport:      {paths['html']} "
           f"({paths['figures']} figures)")
     if args.export:

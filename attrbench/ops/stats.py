@@ -81,7 +81,7 @@ def mean_of_defined(values, axis: int) -> list[Optional[float]]:
 
 
 @functools.lru_cache(maxsize=None)
-def _t_quantiles(df: int) -> tuple[float, float]:
+def t_quantiles(df: int) -> tuple[float, float]:
     """The standard t quantiles of a two-sided ``LEVEL`` interval (``scipy.stats.t.interval``'s): a report asks for
     thousands of intervals over a few sample sizes."""
     return sst.t.ppf((1.0 - LEVEL) / 2, df), sst.t.ppf((1.0 + LEVEL) / 2, df)
@@ -103,7 +103,7 @@ def interval(values: Sequence[Optional[float]], seed: int = 0, resamples: int = 
         return {"ci": None, "ci_note": f"CI needs n ≥ 2 (n = {len(data)})"}
     if np.ptp(data) == 0:
         return {"ci": [float(data[0])] * 2, "ci_method": "all values equal"}
-    low_q, high_q = _t_quantiles(len(data) - 1)  # scipy's t.interval, its arithmetic in its order, per-df ppf kept
+    low_q, high_q = t_quantiles(len(data) - 1)  # scipy's t.interval, its arithmetic in its order, per-df ppf kept
     scale, loc = np.std(data, ddof=1) / np.sqrt(len(data)), data.mean()
     t_interval = (low_q * scale + loc, high_q * scale + loc)
     floor, ceiling = bounds or (None, None)

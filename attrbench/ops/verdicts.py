@@ -36,6 +36,7 @@ import pandas as pd
 from scipy import stats as sst
 
 from .reuse import active, digest_of, key_of, reused
+from .stats import t_quantiles
 
 ALPHA = 0.05  # family-wise error rate of one table's pairs (Holm)
 ROPE = 0.01  # region of practical equivalence of a mean difference, unless an evaluation declares one
@@ -78,7 +79,9 @@ def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_i
     if n >= 2:
         sd = d.std(ddof=1)
         if sd > 0:
-            out["ci"] = [float(v) for v in sst.t.interval(0.95, n - 1, loc=d.mean(), scale=sd / math.sqrt(n))]
+            low_q, high_q = t_quantiles(n - 1)  # scipy's t.interval(0.95, n - 1, loc, scale), its arithmetic in order
+            scale, loc = sd / math.sqrt(n), d.mean()
+            out["ci"] = [float(low_q * scale + loc), float(high_q * scale + loc)]
             if bounds is not None and None not in bounds:
                 width = float(bounds[1] - bounds[0])
                 out["ci"] = [max(out["ci"][0], -width), min(out["ci"][1], width)]
@@ -91,13 +94,54 @@ def compare(x: Sequence[Optional[float]], y: Sequence[Optional[float]], higher_i
         plus, minus = ranks[nonzero > 0].sum(), ranks[nonzero < 0].sum()
         out["rank_biserial"] = float((plus - minus) / (plus + minus))
         out["p_wilcoxon"] = wilcoxon_p(nonzero)
-        out["p_sign"] = float(sst.binomtest(wins, wins + losses, 0.5).pvalue)
+        out["p_sign"] = sign_test_p(wins, wins + losses)
     sign = n and ties / n > TIES_DOMINATE
     out["test"] = "sign" if sign else "wilcoxon"
     out["p"] = out["p_sign"] if sign else out["p_wilcoxon"]
     # the direction the verdict reads: the sign test's wins against losses, or the signed ranks' balance
     out["direction"] = float(np.sign(wins - losses)) if sign else float(np.sign(out["rank_biserial"]))
     return out
+
+
+@functools.lru_cache(maxsize=None)
+def _binomial_half(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """pmf, cdf and sf of Binomial(n, 1/2) at 0..n, each scipy's value at that point (one vectorised call each)."""
+    x = np.arange(n + 1)
+    return sst.binom.pmf(x, n, 0.5), sst.binom.cdf(x, n, 0.5), sst.binom.sf(x, n, 0.5)
+
+
+def sign_test_p(wins: int, trials: int) -> float:
+    """The two-sided exact binomial (sign) test p of ``wins`` in ``trials`` at 1/2: scipy's ``binomtest``, its
+    algorithm step for step (the binary search for the other tail's first term as likely as the observed one, with
+    its relative tolerance of 1e-7) on a table of the distribution's pmf, cdf and sf per number of trials, so the
+    same float (tested against ``binomtest`` on every (wins, trials) up to 120 trials and beyond). A report tests
+    ten thousand pairs on a few hundred sample sizes; ``binomtest`` takes about 0.6 ms a call."""
+    k, n = int(wins), int(trials)
+    pmf, cdf, sf = _binomial_half(n)
+    d, rerr = pmf[k], 1 + 1e-7
+    if k == 0.5 * n:
+        return 1.0
+
+    def search(a, target: float, lo: int, hi: int) -> int:  # scipy's _binary_search_for_binom_tst
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            value = a(mid)
+            if value < target:
+                lo = mid + 1
+            elif value > target:
+                hi = mid - 1
+            else:
+                return mid
+        return lo if a(lo) <= target else lo - 1
+
+    if k < 0.5 * n:
+        ix = search(lambda x: -pmf[x], -d * rerr, math.ceil(0.5 * n), n)
+        y = n - ix + int(d * rerr == pmf[ix])
+        p = cdf[k] + sf[n - y]
+    else:
+        ix = search(lambda x: pmf[x], d * rerr, 0, math.floor(0.5 * n))
+        p = (cdf[ix] if ix >= 0 else 0.0) + sf[k - 1]
+    return float(min(1.0, p))
 
 
 def _positive_rank_sum(d: np.ndarray, axis: int = -1) -> np.ndarray:

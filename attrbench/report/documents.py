@@ -766,7 +766,7 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, more: Optio
     if more is not None:
         seconds, workers = more
         out["more"] = budget_line(meta, records, seconds, workers if costs_kind(meta) == "cpu" else 1)
-    return {**out, "reused": reuse.reused, "computed": reuse.computed}
+    return {**out, "reused": reuse.reused, "computed": reuse.computed, "kept_under": reuse.unused}
 
 
 def _render(run_dir: str | Path, target: Path, records: list[dict], meta: dict) -> dict:

@@ -65,10 +65,13 @@ def test_a_file_of_other_library_versions_or_damaged_is_not_used(tmp_path, monke
     data = [1.0, 2.0] * 5
     with reusing(tmp_path):
         _square_all(data)
-    monkeypatch.setattr(reuse_module, "_versions", lambda: "numpy=0;format=0")
-    assert Reuse(tmp_path).known == {}
+    here = reuse_module._versions()
+    monkeypatch.setattr(reuse_module, "_versions", lambda: here.replace("pandas=", "pandas=0.0.1+"))
+    other = Reuse(tmp_path)  # and says which library differs, for the line a report prints
+    assert other.known == {} and other.unused.startswith("pandas ") and "(0.0.1+" in other.unused
+    assert other.unused.count("here)") == 1
     monkeypatch.undo()
-    assert Reuse(tmp_path).known
+    assert Reuse(tmp_path).known and Reuse(tmp_path).unused is None
     (tmp_path / FILE).write_bytes(b"not gzip")
     assert Reuse(tmp_path).known == {}
 
@@ -97,3 +100,22 @@ def test_verdicts_from_kept_pair_tests_equal_those_computed(tmp_path):
     with reusing(tmp_path) as changed:  # one method's scores changed: its 4 pairs and its floor test again
         pairwise({**values, "m2": [v if v is None else v + 0.01 for v in values["m2"]]}, True)
     assert changed.computed == 4 and changed.reused == 6
+
+
+def test_a_digest_is_of_the_data_not_of_how_it_is_held():
+    """Equal data gives one digest however its objects are shared (a row read twice, or one list held by two
+    rows); a float's last bit, a type (1 against 1.0, a tuple against a list), a key's order or a value moved
+    changes it; data marshal does not take (numpy values, arrays, sets) is digested as JSON."""
+    shared = [0.1, None, 2.5]
+    once = {"values": shared, "other": shared, "name": "alti"}
+    apart = {"values": [0.1, None, 2.5], "other": [0.1, None, 2.5], "name": "".join(["al", "ti"])}
+    assert digest_of(once) == digest_of(apart)
+    others = [{"values": [0.1, None, math.nextafter(2.5, 3)], "other": [0.1, None, 2.5], "name": "alti"},
+              {"values": [0.1, None, 2.5], "other": (0.1, None, 2.5), "name": "alti"},
+              {"other": [0.1, None, 2.5], "values": [0.1, None, 2.5], "name": "alti"},
+              {"values": [0.1, None, 2.5], "other": [0.1, 2.5, None], "name": "alti"},
+              {"values": [0.1, None, 2], "other": [0.1, None, 2.5], "name": "alti"}]
+    assert len({digest_of(once), *map(digest_of, others)}) == 1 + len(others)
+    assert digest_of(np.float64(0.5)) == digest_of(np.float64(0.5)) != digest_of(np.float64(0.25))
+    assert digest_of(np.arange(3.0)) != digest_of(np.arange(3))
+    assert digest_of({(1, 2): 3}) != digest_of({(1, 2): 4})
