@@ -7,8 +7,8 @@ does not: reports/full's report written three ways, each in a process of its own
   and every figure drawn, as before reuse);
 - ``published kept``: the published folder written into a new folder (what a placement's first report starts from);
 - ``again``: that folder written once more, nothing changed.
-``--place``: also the report of a run folder that extended the published one (``attrbench run --extend``), written
-again, with what it computed and reused. Each line: wall seconds of the whole process (imports and reading the rows
+``--place``: also the first report of a run folder that extended the published one (``attrbench run --extend``), as
+the run writes it at its end (from the published folder's results and figures), and with nothing kept. Each line: wall seconds of the whole process (imports and reading the rows
 included), the seconds reading the rows, results reused and computed, and whether the documents equal the
 published ones byte for byte.
 """
@@ -76,9 +76,16 @@ def main() -> None:
         lines["published kept"] = {**render(published, tmp / "out"), "same_documents": same_documents(published,
                                                                                                      tmp / "out")}
         lines["again"] = {**render(published, tmp / "out"), "same_documents": same_documents(published, tmp / "out")}
-        if args.place:
+        if args.place:  # the placed rows' first report, as at the end of `attrbench run --extend`: from the
+            # published folder's results and figures, and with nothing kept
             place = Path(args.place).resolve()
-            lines["placement, again"] = render(place, place)
+            for name, kept in (("placement, published kept", True), ("placement, nothing kept", False)):
+                folder = tmp / name.replace(", ", "-").replace(" ", "-")
+                shutil.copytree(place, folder, ignore=shutil.ignore_patterns(FILE, "figures", *DOCUMENTS))
+                if kept:
+                    shutil.copyfile(published / FILE, folder / FILE)
+                    shutil.copytree(published / "figures", folder / "figures")
+                lines[name] = render(folder, folder)
     record = {"benchmark": "bench_render", "published": args.published, "attrbench": attrbench.__version__,
               "commit": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                        cwd=ROOT).stdout.strip(),

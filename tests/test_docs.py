@@ -677,3 +677,8 @@ def test_the_reports_writing_times_are_the_recorded_renderings():
             f"figures (what `--extend` starts from), {again['seconds']} s written again") in performance
     assert f"{again['reading_rows_seconds']} s of the last is reading the stored rows" in performance
     assert f"written again in {again['seconds']} s, against {bare['seconds']} s computing everything" in runs
+    placed, placed_bare = recorded["placement, published kept"], recorded["placement, nothing kept"]
+    assert placed["computed"] < placed_bare["computed"]
+    assert (f"report in {placed['seconds']} s, against {placed_bare['seconds']} s with nothing kept" in runs
+            and f"{placed['seconds']} s from the published folder's results and figures, {placed_bare['seconds']} s "
+                "with nothing kept" in performance)
