@@ -195,6 +195,32 @@ def test_load_run_results_equal_the_leaderboards_means(tmp_path):
     pd.testing.assert_frame_equal(pd.read_parquet(published / EXPORT), exported)
 
 
+def test_a_report_says_which_library_kept_results_were_computed_under(tmp_path, capsys):
+    """Results kept under another version of a library are computed again, and `attrbench report` says which
+    library differs; written again under this one, they are used and nothing is said."""
+    import gzip
+
+    from attrbench.ops.reuse import FILE
+
+    config = {"name": "tiny", "seed": 1, "shard_size": 2, "suite": [
+        {"model": "tiny-bert", "dataset": "sva-generated", "n": 5, "methods": ["alti", "grad_l2", "blank_out"],
+         "evals": ["erasure_aopc"]}]}
+    attrbench.run(config, tmp_path / "tiny", progress=False)
+    kept = tmp_path / "tiny" / FILE
+    with gzip.open(kept, "rt") as f:
+        stored = json.load(f)
+    here = dict(part.split("=", 1) for part in stored["versions"].split(";"))["pandas"]
+    stored["versions"] = stored["versions"].replace(f"pandas={here}", "pandas=0.0.1")
+    with gzip.open(kept, "wt") as f:
+        json.dump(stored, f)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "tiny")]) == 0
+    said = capsys.readouterr().out
+    assert f"are of pandas 0.0.1 ({here} here)" in said and "the report computed its statistics" in said
+    assert main(["report", str(tmp_path / "tiny")]) == 0
+    assert "the report computed" not in capsys.readouterr().out
+
+
 REPORTS = Path(__file__).parent.parent / "reports"
 
 
