@@ -374,8 +374,9 @@ def cmd_run(args) -> None:
                   f"{paths['more']}")
     if paths.get("computing"):
         print(f"still computing: {paths['computing']}")
-    if _kept_line(paths):
-        print(_kept_line(paths))
+    kept = _kept_line(paths)
+    if kept:
+        print(kept)
     print(f"leaderboard: {paths['leaderboard']}\nreport:      {paths['html']}")
 
 
@@ -403,8 +404,9 @@ def cmd_report(args) -> None:
     if args.json:
         print(json.dumps(_paths_json(paths)))
         return
-    if _kept_line(paths):
-        print(_kept_line(paths))
+    kept = _kept_line(paths)
+    if kept:
+        print(kept)
     print(f"leaderboard: {paths['leaderboard']} ({paths['tables']} tables)\nreport:      {paths['html']} "
           f"({paths['figures']} figures)")
     if args.export:

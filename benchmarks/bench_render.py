@@ -8,9 +8,9 @@ does not: reports/full's report written three ways, each in a process of its own
 - ``published kept``: the published folder written into a new folder (what a placement's first report starts from);
 - ``again``: that folder written once more, nothing changed.
 ``--place``: also the first report of a run folder that extended the published one (``attrbench run --extend``), as
-the run writes it at its end (from the published folder's results and figures), and with nothing kept. Each line: wall seconds of the whole process (imports and reading the rows
-included), the seconds reading the rows, results reused and computed, and whether the documents equal the
-published ones byte for byte.
+the run writes it at its end (from the published folder's results and figures), and with nothing kept. Each line:
+wall seconds of the whole process (imports and reading the rows included), the seconds reading the rows, results
+reused and computed, and whether the documents equal the published ones byte for byte.
 """
 from __future__ import annotations
 

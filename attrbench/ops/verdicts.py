@@ -114,7 +114,7 @@ def sign_test_p(wins: int, trials: int) -> float:
     """The two-sided exact binomial (sign) test p of ``wins`` in ``trials`` at 1/2: scipy's ``binomtest``, its
     algorithm step for step (the binary search for the other tail's first term as likely as the observed one, with
     its relative tolerance of 1e-7) on a table of the distribution's pmf, cdf and sf per number of trials, so the
-    same float (tested against ``binomtest`` on every (wins, trials) up to 120 trials and beyond). A report tests
+    same float (tested against ``binomtest`` on every outcome up to 60 trials and on pairs of up to 900). A report tests
     ten thousand pairs on a few hundred sample sizes; ``binomtest`` takes about 0.6 ms a call."""
     k, n = int(wins), int(trials)
     pmf, cdf, sf = _binomial_half(n)
