@@ -13,15 +13,18 @@ or changed code is a new key: the result is computed again, never taken from an 
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import functools
 import gzip
 import hashlib
 import inspect
+import io
 import json
 import marshal
 import math
 import sys
+import tokenize
 from contextlib import contextmanager
 from contextvars import ContextVar
 from importlib import metadata
@@ -85,11 +88,54 @@ def digest_of(*parts) -> str:
 
 @functools.lru_cache(maxsize=None)
 def source_digest(obj) -> str:
-    """The digest of the file that defines ``obj`` (a function, class or module): code changed, key changed."""
+    """The digest of the code of the file that defines ``obj`` (a function, class or module): code changed, key
+    changed; its docstrings, comments and blank lines are not digested (:func:`code_of`), so that rewording them
+    keeps what the published reports computed (a report's numbers and drawings never read them)."""
     try:
-        return hashlib.blake2b(Path(inspect.getfile(obj)).read_bytes(), digest_size=16).hexdigest()
+        source = Path(inspect.getfile(obj)).read_bytes()
     except (OSError, TypeError):
         return getattr(obj, "__qualname__", repr(obj))
+    return hashlib.blake2b(code_of(source).encode(), digest_size=16).hexdigest()
+
+
+def code_of(source: bytes) -> str:
+    """Python ``source`` without its docstrings, comments, trailing spaces and blank lines: the text that runs.
+    The docstrings are found by :mod:`ast` and the comments by :mod:`tokenize`, both by their places in the text,
+    which do not depend on the Python version (their trees and token streams do); source that does not parse is
+    returned whole."""
+    text = source.decode("utf-8")
+    lines = text.splitlines()
+    try:
+        tree = ast.parse(text)
+        comments = [token.start for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                    if token.type == tokenize.COMMENT]
+    except (SyntaxError, tokenize.TokenError, ValueError):
+        return text
+    cut: dict[int, list[tuple[int, int]]] = {}  # per line (0-based): the character spans to leave out
+
+    def char(row: int, byte: int) -> int:  # ast's columns count UTF-8 bytes
+        return len(lines[row].encode()[:byte].decode())
+
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            doc = body[0]
+            first, last = doc.lineno - 1, doc.end_lineno - 1
+            start, end = char(first, doc.col_offset), char(last, doc.end_col_offset)
+            for row in range(first, last + 1):
+                cut.setdefault(row, []).append((start if row == first else 0,
+                                                end if row == last else len(lines[row])))
+    for row, column in comments:
+        cut.setdefault(row - 1, []).append((column, len(lines[row - 1])))
+    kept = []
+    for row, line in enumerate(lines):
+        for start, end in sorted(cut.get(row, ()), reverse=True):
+            line = line[:start] + line[end:]
+        if line.strip():
+            kept.append(line.rstrip())
+    return "\n".join(kept)
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,5 +1,6 @@
 """What a report computed last time is taken again only for the same inputs and code, exactly as computed."""
 import gzip
+import importlib.util
 import json
 import math
 
@@ -119,3 +120,40 @@ def test_a_digest_is_of_the_data_not_of_how_it_is_held():
     assert digest_of(np.float64(0.5)) == digest_of(np.float64(0.5)) != digest_of(np.float64(0.25))
     assert digest_of(np.arange(3.0)) != digest_of(np.arange(3))
     assert digest_of({(1, 2): 3}) != digest_of({(1, 2): 4})
+
+
+def test_rewording_a_docstring_or_comment_keeps_the_key_and_changing_code_does_not(tmp_path):
+    """The key of a result digests the code of its module (``source_digest``) without its docstrings and comments:
+    a reworded docstring keeps what the published reports computed; any change to what runs, a string it uses
+    included, is a new key."""
+    from attrbench.ops.reuse import code_of, source_digest
+
+    source = '''"""A module."""
+import math  # why
+
+
+def f(x):  # é
+    """What f does,
+    on two lines."""
+    return math.sqrt(x) + len("# not a comment")  # and why
+
+
+class A:
+    """A's doc."""
+    y = 1
+'''
+    reworded = (source.replace("What f does", "What f computes").replace("# why", "# because")
+                .replace("A's doc.", "Another doc.").replace("\n\n\nclass", "\n\nclass"))
+    code = ['import math', 'def f(x):', '    return math.sqrt(x) + len("# not a comment")', 'class A:', '    y = 1']
+    assert code_of(source.encode()).splitlines() == code == code_of(reworded.encode()).splitlines()
+    for changed in (source.replace("+ len", "- len"), source.replace("not a comment", "not one"),
+                    source.replace("y = 1", "y = 2")):
+        assert code_of(changed.encode()) != code_of(source.encode())
+    digests = []
+    for name, text in (("m1", source), ("m2", reworded), ("m3", source.replace("y = 1", "y = 2"))):
+        (tmp_path / f"{name}.py").write_text(text)
+        spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        digests.append(source_digest(module))
+    assert digests[0] == digests[1] != digests[2]

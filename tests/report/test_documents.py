@@ -184,6 +184,21 @@ def test_a_report_computes_and_draws_again_only_what_changed(tmp_path):
         assert (tmp_path / "a" / name).read_bytes() == (source / name).read_bytes(), name
 
 
+@pytest.mark.parametrize("name", ["default", "full"])
+def test_a_published_report_keeps_every_result_its_report_needs(tmp_path, name):
+    """A published folder's reuse.json.gz holds every statistic and figure its report computes under the code and
+    libraries here, so that `attrbench report`, `--extend` and a placement's first report start from it: a change
+    to the statistics or drawing code that leaves it behind fails here, naming the command that writes it again.
+    (Under other versions of the six libraries a kept file is not used, and the report says so.)"""
+    out = write_report(ROOT / "reports" / name, tmp_path / name)
+    if out["kept_under"] is not None:
+        pytest.skip(f"reports/{name}'s kept results are of other library versions: {out['kept_under']}")
+    assert out["computed"] == 0, (f"reports/{name}'s report computed {out['computed']} results its reuse.json.gz "
+                                  f"does not hold: run `attrbench report reports/{name}` and commit the file")
+    for document in ("leaderboard.md", "report.html", "statistics.json"):
+        assert (tmp_path / name / document).read_bytes() == (ROOT / "reports" / name / document).read_bytes()
+
+
 def test_leaderboard_names_a_models_weights_and_where_they_ship_from():
     from attrbench.report import model_line
 
