@@ -757,11 +757,12 @@ def write_report(run_dir: str | Path, out: str | Path | None = None, more: Optio
     run folder). The same rows give the same bytes: nothing in them records when or with which matplotlib.
     ``more``: (seconds, workers) for ``"more"`` in the answer, what that much more of the run would add
     (:func:`budget_line`), from the rows read here rather than read again."""
-    records, meta = collect(run_dir)
     target = Path(run_dir if out is None else out)
-    target.mkdir(parents=True, exist_ok=True)
-    # what the last rendering of this folder (or of the run folder) computed from the same inputs is not computed again
+    # what the last rendering of this folder (or of the run folder) computed from the same inputs is not computed
+    # again; the drawing process starts first, its interpreter and warm-up beside the reading of the rows
     with reusing(target, Path(run_dir)) as reuse, writing_apart():
+        records, meta = collect(run_dir)
+        target.mkdir(parents=True, exist_ok=True)
         out = _render(run_dir, target, records, meta)
     if more is not None:
         seconds, workers = more

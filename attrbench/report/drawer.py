@@ -8,7 +8,8 @@ holds. (Drawn in workers forked from the report's process, about one rendering i
 figures drew one of them a few pixels differently, although the drawing process got the same pickle.)
 
 The protocol, over the process's stdin and stdout: frames of an 8-byte length and a pickle; in, ``(job, figure
-pickle, matplotlib settings, path)``; out, ``(job, error)`` with ``error`` the pickled exception or None.
+pickle, matplotlib settings, path)``, or ``("workers", n)`` to draw at most ``n`` at a time from then on (a report
+waiting for its figures lends its own core); out, ``(job, error)`` with ``error`` the pickled exception or None.
 End of input: the process finishes the figures it has and ends.
 """
 from __future__ import annotations
@@ -110,7 +111,8 @@ def _warm_up() -> None:
 
 
 def serve(workers: int) -> None:
-    """Draw the jobs read on stdin, at most ``workers`` at a time, each in a child forked from this process."""
+    """Draw the jobs read on stdin, at most ``workers`` at a time (until a frame says otherwise), each in a child
+    forked from this process."""
     _warm_up()
     out = os.dup(1)
     os.dup2(2, 1)  # anything a drawing prints goes to stderr, not into the answers
@@ -132,8 +134,12 @@ def serve(workers: int) -> None:
                 buffer += data
                 while len(buffer) >= HEADER.size and len(buffer) >= HEADER.size + HEADER.unpack_from(buffer)[0]:
                     size = HEADER.unpack_from(buffer)[0]
-                    pending.append(pickle.loads(bytes(buffer[HEADER.size:HEADER.size + size])))
+                    item = pickle.loads(bytes(buffer[HEADER.size:HEADER.size + size]))
                     del buffer[:HEADER.size + size]
+                    if item[0] == "workers":
+                        workers = item[1]
+                    else:
+                        pending.append(item)
                 continue
             data = os.read(key.fd, 1 << 16)
             job, pid, chunks = running[key.fd]

@@ -119,13 +119,14 @@ class FigureWriter:
     interpreter that forks a child per figure, so the same figure gives the same bytes), while the report goes on
     computing its tables; :meth:`wait` calls each file's callbacks once it is written."""
 
-    def __init__(self, workers: int):
+    def __init__(self, workers: int, waiting: Optional[int] = None):
         # ``-c``: the file runs as a script without importing this package or putting its folder on the path; a
         # fixed hash seed: the drawing process is the same process on every run
         self._process = subprocess.Popen(
             [sys.executable, "-c", _RUN_FILE, drawer.__file__, str(workers)], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env={**os.environ, "PYTHONHASHSEED": "0"}, start_new_session=True)
         self.apart = 0  # figures handed to the drawing process
+        self._waiting = waiting  # figures drawn at a time while the caller waits for them
         self._jobs: dict[int, Future] = {}
         self._ended: Optional[str] = None  # why the drawing process takes no more figures
         self._lock = threading.Lock()
@@ -169,13 +170,16 @@ class FigureWriter:
                 raise RuntimeError(self._ended)
             self._jobs[job] = future
         self._pending.append(future)
+        self._send((job, figure, settings, str(path)))
+        self._after.setdefault(Path(path), [])
+        self.apart += 1
+
+    def _send(self, item: tuple) -> None:
         try:
-            self._process.stdin.write(drawer.frame((job, figure, settings, str(path))))
+            self._process.stdin.write(drawer.frame(item))
             self._process.stdin.flush()
         except BrokenPipeError:  # ended since: its answers say why
             pass
-        self._after.setdefault(Path(path), [])
-        self.apart += 1
 
     def after(self, path: Path, callback: Callable[[Path], None]) -> bool:
         """Call ``callback(path)`` once ``path`` is written; False (nothing kept) where it is not being written."""
@@ -185,7 +189,11 @@ class FigureWriter:
         return True
 
     def wait(self) -> None:
-        """Every submitted figure written (the first failure raised), then their callbacks called."""
+        """Every submitted figure written (the first failure raised), then their callbacks called. While waiting,
+        the drawing process draws ``waiting`` figures at a time, on the core the caller leaves idle."""
+        if self._waiting is not None and any(not future.done() for future in self._pending):
+            self._send(("workers", self._waiting))
+            self._waiting = None
         for future in self._pending:
             future.result()
         after, self._after = self._after, {}
@@ -213,17 +221,19 @@ _WRITER: ContextVar[Optional[FigureWriter]] = ContextVar("figure_writer", defaul
 @contextmanager
 def writing_apart(workers: Optional[int] = None) -> Iterator[Optional[FigureWriter]]:
     """Within this block :func:`save_figure` hands each figure to the drawing process, which draws ``workers`` at
-    a time (default: one fewer than the CPUs this process may use, at least one, at most four), and returns; every
-    file is written when it ends, or at :meth:`FigureWriter.wait`; where processes cannot be forked, as they come.
-    A report draws dozens of figures: their layout and rasterising, most of a figure's cost, then run beside its
-    statistics."""
+    a time (default: one fewer than the CPUs this process may use, at least one, at most four; once this process
+    waits for them, one more, at most four), and returns; every file is written when it ends, or at
+    :meth:`FigureWriter.wait`; where processes cannot be forked, as they come. A report draws dozens of figures:
+    their layout and rasterising, most of a figure's cost, then run beside its statistics."""
+    waiting = None
     if workers is None:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        workers = min(4, max(1, cpus - 1))
+        workers, waiting = min(4, max(1, cpus - 1)), min(4, max(1, cpus))
+        waiting = waiting if waiting > workers else None
     if not hasattr(os, "fork") or not sys.executable:  # Windows, an embedded interpreter: written as they come
         yield None
         return
-    writer = FigureWriter(workers)
+    writer = FigureWriter(workers, waiting)
     token = _WRITER.set(writer)
     finished = False
     try:

@@ -69,6 +69,27 @@ def test_figures_drawn_apart_do_not_depend_on_which_child_draws_them_or_in_which
         assert {name: path.read_bytes() for name, path in drawn.items()} == here
 
 
+def test_figures_drawn_more_at_a_time_once_the_report_waits_are_the_same_files(tmp_path):
+    """A report waiting for its figures lends its core: the drawing process, told so by a frame, draws two at a time
+    from then on, and each figure is still the file drawn here."""
+    from attrbench.report import plot
+
+    groups = {f"f{i}": (GROUP[i:] + GROUP[:i], f"title {i}") for i in range(4)}
+    here = {name: figures.bars(group, tmp_path / "here", name, title)[0][1].read_bytes()
+            for name, (group, title) in groups.items()}
+    writer = plot.FigureWriter(1, waiting=2)
+    token = plot._WRITER.set(writer)
+    try:
+        drawn = {name: figures.bars(group, tmp_path / "apart", name, title)[0][1]
+                 for name, (group, title) in groups.items()}
+        writer.wait()
+        assert writer._waiting is None  # the frame went once
+    finally:
+        plot._WRITER.reset(token)
+        writer.close()
+    assert {name: path.read_bytes() for name, path in drawn.items()} == here
+
+
 def test_a_figure_is_pickled_as_matplotlib_alone():
     """The drawing process unpickles figures without importing attrbench (and torch)."""
     figure, axes = new_figure((2, 2))
