@@ -102,8 +102,11 @@ def code_of(source: bytes) -> str:
     """Python ``source`` without its docstrings, comments, trailing spaces and blank lines: the text that runs.
     The docstrings are found by :mod:`ast` and the comments by :mod:`tokenize`, both by their places in the text,
     which do not depend on the Python version (their trees and token streams do); source that does not parse is
-    returned whole."""
-    text = source.decode("utf-8")
+    returned whole (bytes not UTF-8 as Latin-1, each byte one character)."""
+    try:
+        text = source.decode("utf-8")
+    except UnicodeDecodeError:
+        return source.decode("latin-1")
     lines = text.splitlines()
     try:
         tree = ast.parse(text)

@@ -149,6 +149,7 @@ class A:
     for changed in (source.replace("+ len", "- len"), source.replace("not a comment", "not one"),
                     source.replace("y = 1", "y = 2")):
         assert code_of(changed.encode()) != code_of(source.encode())
+    assert code_of("x = 'caf\xe9'  # \xe9\n".encode("latin-1")) == "x = 'caf\xe9'  # \xe9\n"  # not UTF-8: whole
     digests = []
     for name, text in (("m1", source), ("m2", reworded), ("m3", source.replace("y = 1", "y = 2"))):
         (tmp_path / f"{name}.py").write_text(text)
